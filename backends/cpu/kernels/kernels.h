@@ -1,0 +1,14 @@
+// Registration of the eager CPU kernels: each file fills the CPU slot of its ops.
+#pragma once
+
+namespace kiln::cpu {
+
+void register_elementwise_kernels();
+void register_copy_kernels();
+void register_reduction_kernels();
+void register_linalg_kernels();
+void register_factory_kernels();
+void register_nn_kernels();
+void register_layout_kernels();
+
+}  // namespace kiln::cpu

@@ -1,0 +1,158 @@
+// CPU matmul: OpenBLAS (sgemm/dgemm, sgemv/dgemv for single rows), measured fastest on
+// the target machines (see docs/perf.md). OpenBLAS runs single-threaded; kiln's pool
+// splits the work (batches, or row blocks of one large product), so the cores are never
+// shared by two thread pools.
+#include <cblas.h>
+
+#include "kernels.h"
+#include "kiln/ops/linalg.h"
+#include "loops.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// One operand matrix as BLAS sees it: a base pointer, a transpose flag and a leading dim.
+struct MatrixView {
+  bool transposed = false;
+  int64_t ld = 0;
+};
+
+// BLAS takes row-major matrices with unit column stride, or their transposes.
+std::optional<MatrixView> blas_view(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if (col_stride == 1 && (rows == 1 || row_stride >= std::max<int64_t>(cols, 1))) return MatrixView{false, std::max<int64_t>(row_stride, std::max<int64_t>(cols, 1))};
+  if (row_stride == 1 && (cols == 1 || col_stride >= std::max<int64_t>(rows, 1))) return MatrixView{true, std::max<int64_t>(col_stride, std::max<int64_t>(rows, 1))};
+  return std::nullopt;
+}
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc) {
+  auto TA = ta ? CblasTrans : CblasNoTrans;
+  auto TB = tb ? CblasTrans : CblasNoTrans;
+  if (m == 1) {
+    // y[n] = B^T x: a gemv over B (about 6x faster than a 1-row gemm in OpenBLAS).
+    auto TBv = tb ? CblasNoTrans : CblasTrans;
+    int64_t brows = tb ? n : k, bcols = tb ? k : n;
+    int64_t incx = ta ? lda : 1;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemv(CblasRowMajor, TBv, brows, bcols, 1.0f, b, ldb, a, incx, 0.0f, c, 1);
+    else
+      cblas_dgemv(CblasRowMajor, TBv, brows, bcols, 1.0, b, ldb, a, incx, 0.0, c, 1);
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+template <class T>
+void naive_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+                int64_t brs, int64_t bcs, T* c) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += a[i * ars + p * acs] * b[p * brs + j * bcs];
+      c[i * n + j] = acc;
+    }
+}
+
+template <class T>
+void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  Tensor a = a_in, b = b_in;
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  const Shape& osz = out.impl()->sizes;
+  const size_t batch_rank = osz.size() - 2;
+  const int64_t batches = numel(IntList(osz).subspan(0, batch_rank));
+  if (numel(osz) == 0) return;
+  T* c = static_cast<T*>(out.raw_data());
+  if (k == 0) {
+    std::fill(c, c + numel(osz), T(0));
+    return;
+  }
+
+  // Broadcast batch strides of each operand onto the output's batch dims.
+  auto batch_strides = [&](const Tensor& t) {
+    Shape st(batch_rank, 0);
+    size_t lead = batch_rank - static_cast<size_t>(t.dim() - 2);
+    for (size_t d = lead; d < batch_rank; ++d)
+      st[d] = t.sizes()[d - lead] == 1 ? 0 : t.strides()[d - lead];
+    return st;
+  };
+  Shape as = batch_strides(a), bs = batch_strides(b);
+  const T* abase = static_cast<const T*>(a.raw_data());
+  const T* bbase = static_cast<const T*>(b.raw_data());
+  auto offset_of = [&](int64_t batch, const Shape& st) {
+    int64_t off = 0;
+    for (size_t d = batch_rank; d-- > 0;) {
+      off += (batch % osz[d]) * st[d];
+      batch /= osz[d];
+    }
+    return off;
+  };
+
+  if constexpr (std::is_floating_point_v<T>) {
+    auto av = blas_view(m, k, a.stride(-2), a.stride(-1));
+    auto bv = blas_view(k, n, b.stride(-2), b.stride(-1));
+    if (!av) {
+      a = dense_copy(a);
+      abase = static_cast<const T*>(a.raw_data());
+      as = batch_strides(a);
+      av = blas_view(m, k, a.stride(-2), a.stride(-1));
+    }
+    if (!bv) {
+      b = dense_copy(b);
+      bbase = static_cast<const T*>(b.raw_data());
+      bs = batch_strides(b);
+      bv = blas_view(k, n, b.stride(-2), b.stride(-1));
+    }
+    const int64_t flops_per_batch = m * n * k;
+    if (batches > 1) {
+      parallel_for(0, batches, std::max<int64_t>(1, 65536 / std::max<int64_t>(flops_per_batch, 1)), [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          gemm<T>(av->transposed, bv->transposed, m, n, k, abase + offset_of(i, as), av->ld,
+                  bbase + offset_of(i, bs), bv->ld, c + i * m * n, n);
+      });
+      return;
+    }
+    // One product: split rows of C (or columns when there are few rows) across threads.
+    const int64_t a_row_step = av->transposed ? 1 : av->ld;
+    const int64_t b_col_step = bv->transposed ? bv->ld : 1;
+    if (m >= 2 * num_threads() && flops_per_batch >= (int64_t{1} << 18)) {
+      parallel_for(0, m, std::max<int64_t>(8, (int64_t{1} << 17) / std::max<int64_t>(n * k, 1)), [&](int64_t lo, int64_t hi) {
+        gemm<T>(av->transposed, bv->transposed, hi - lo, n, k, abase + lo * a_row_step, av->ld, bbase,
+                bv->ld, c + lo * n, n);
+      });
+    } else if (flops_per_batch >= (int64_t{1} << 18) && n >= 64) {
+      parallel_for(0, n, 32, [&](int64_t lo, int64_t hi) {
+        gemm<T>(av->transposed, bv->transposed, m, hi - lo, k, abase, av->ld, bbase + lo * b_col_step,
+                bv->ld, c + lo, n);
+      });
+    } else {
+      gemm<T>(av->transposed, bv->transposed, m, n, k, abase, av->ld, bbase, bv->ld, c, n);
+    }
+  } else {
+    parallel_for(0, batches, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        naive_gemm<T>(m, n, k, abase + offset_of(i, as), a.stride(-2), a.stride(-1), bbase + offset_of(i, bs),
+                      b.stride(-2), b.stride(-1), c + i * m * n);
+    });
+  }
+}
+
+void matmul_kernel(KernelCall& c) {
+  visit_compute_dtype(c.inputs[0].dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) matmul_typed<T>(c.inputs[0], c.inputs[1], c.outputs[0]);
+  });
+}
+
+}  // namespace
+
+void register_linalg_kernels() {
+  openblas_set_num_threads(1);  // kiln's pool owns the cores
+  ops::matmul.kernels[static_cast<size_t>(DeviceType::CPU)] = matmul_kernel;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,26 @@
+// kiln::init(): the one place that wires the layers together at startup.
+#include "kiln/init.h"
+
+#include "autograd/record.h"
+#include "kiln/backends/cpu.h"
+#include "vjp_registry.h"
+
+namespace kiln {
+
+void init() {
+  static const bool done = [] {
+    cpu::register_cpu_kernels();
+    detail::register_elementwise_vjps();
+    detail::register_view_vjps();
+    detail::register_reduction_vjps();
+    detail::register_linalg_vjps();
+    detail::register_factory_vjps();
+    detail::register_nn_vjps();
+    detail::register_layout_vjps();
+    autograd::install_autograd_hook();
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace kiln

@@ -1,0 +1,223 @@
+// View functions and their vjps.
+#include "kiln/tensor_ops/view.h"
+
+#include "../call.h"
+#include "../vjp_registry.h"
+#include "kiln/ops/view.h"
+#include "kiln/tensor_ops/elementwise.h"
+#include "kiln/tensor_ops/factory.h"
+
+namespace kiln {
+
+namespace {
+
+// Resolves one -1 entry of a requested shape.
+Shape infer_size(IntList sizes, int64_t total, const char* op) {
+  Shape out(sizes);
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      KILN_CHECK(infer_at < 0, "[", op, "] only one dim can be -1, got ", shape_str(sizes), ".");
+      infer_at = static_cast<int64_t>(i);
+    } else {
+      KILN_CHECK(out[i] >= 0, "[", op, "] invalid size ", out[i], " in ", shape_str(sizes), ".");
+      known *= out[i];
+    }
+  }
+  if (infer_at >= 0) {
+    KILN_CHECK(known != 0 && total % known == 0, "[", op, "] cannot infer the -1 dim of ", shape_str(sizes),
+               " for ", total, " elements.");
+    out[infer_at] = total / known;
+  }
+  KILN_CHECK(numel(out) == total, "[", op, "] shape ", shape_str(sizes), " is invalid for ", total,
+             " elements. Fix: pick a shape whose product is ", total, ".");
+  return out;
+}
+
+bool viewable(const Tensor& x, IntList shape) {
+  return ops::view_strides(x.sizes(), x.strides(), shape).has_value();
+}
+
+}  // namespace
+
+Tensor view(const Tensor& x, IntList sizes) {
+  ops::ShapeAttrs a;
+  a.shape = infer_size(sizes, x.numel(), "view");
+  return detail::call1(ops::view, {x}, a);
+}
+
+Tensor reshape(const Tensor& x, IntList sizes) {
+  Shape shape = infer_size(sizes, x.numel(), "reshape");
+  if (viewable(x, shape)) return view(x, shape);
+  return view(clone(x), shape);
+}
+
+Tensor permute(const Tensor& x, IntList dims) {
+  ops::PermuteAttrs a;
+  a.dims = Shape(dims);
+  return detail::call1(ops::permute, {x}, a);
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  int64_t rank = x.dim();
+  if (rank < 2 && (dim0 == 0 || dim0 == -1) && (dim1 == 0 || dim1 == -1)) return x;
+  int64_t d0 = wrap_dim(dim0, rank, "transpose"), d1 = wrap_dim(dim1, rank, "transpose");
+  Shape perm(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < rank; ++i) perm[i] = i;
+  std::swap(perm[d0], perm[d1]);
+  return permute(x, perm);
+}
+
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  KILN_CHECK(x.dim() > 0, "[slice] cannot slice a 0-d tensor.");
+  int64_t d = wrap_dim(dim, x.dim(), "slice");
+  int64_t n = x.size(d);
+  // Python semantics: negative indices count from the end; out-of-range bounds clamp.
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  ops::SliceAttrs a;
+  a.dim = d;
+  a.start = start;
+  a.end = end;
+  a.step = step;
+  return detail::call1(ops::slice, {x}, a);
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  int64_t d = wrap_dim(dim, x.dim(), "narrow");
+  int64_t n = x.size(d);
+  if (start < 0) start += n;
+  KILN_CHECK(start >= 0 && length >= 0 && start + length <= n, "[narrow] start ", start, " and length ", length,
+             " do not fit in dim ", dim, " of size ", n, ".");
+  return slice(x, d, start, start + length);
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  ops::SelectAttrs a;
+  a.dim = dim;
+  a.index = index;
+  return detail::call1(ops::select, {x}, a);
+}
+
+Tensor expand(const Tensor& x, IntList sizes) {
+  ops::ShapeAttrs a;
+  a.shape = Shape(sizes);
+  return detail::call1(ops::expand, {x}, a);
+}
+
+Tensor broadcast_to(const Tensor& x, IntList sizes) { return expand(x, sizes); }
+
+Tensor squeeze(const Tensor& x) { return detail::call1(ops::squeeze, {x}, ops::DimsAttrs()); }
+
+Tensor squeeze(const Tensor& x, int64_t dim) {
+  ops::DimsAttrs a;
+  a.dims = Shape{dim};
+  return detail::call1(ops::squeeze, {x}, a);
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  ops::DimAttrs a;
+  a.dim = dim;
+  return detail::call1(ops::unsqueeze, {x}, a);
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  if (x.dim() == 0) return reshape(x, {1});
+  int64_t s = wrap_dim(start_dim, x.dim(), "flatten"), e = wrap_dim(end_dim, x.dim(), "flatten");
+  KILN_CHECK(s <= e, "[flatten] start_dim ", start_dim, " comes after end_dim ", end_dim, ".");
+  Shape shape;
+  for (int64_t i = 0; i < s; ++i) shape.push_back(x.size(i));
+  int64_t mid = 1;
+  for (int64_t i = s; i <= e; ++i) mid *= x.size(i);
+  shape.push_back(mid);
+  for (int64_t i = e + 1; i < x.dim(); ++i) shape.push_back(x.size(i));
+  return reshape(x, shape);
+}
+
+Tensor as_strided(const Tensor& x, IntList sizes, IntList strides, int64_t offset) {
+  ops::AsStridedAttrs a;
+  a.sizes = Shape(sizes);
+  a.strides = Shape(strides);
+  a.offset = offset;
+  return detail::call1(ops::as_strided, {x}, a);
+}
+
+Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  ops::SliceAttrs a;
+  a.dim = wrap_dim(dim, base.dim(), "slice_scatter");
+  a.start = start;
+  a.end = end;
+  a.step = step;
+  return detail::call1(ops::slice_scatter, {base, src.dtype() == base.dtype() ? src : cast(src, base.dtype())}, a);
+}
+
+Tensor clone(const Tensor& x) { return detail::call1(ops::clone, {x}); }
+
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+// ---- vjps ----
+
+namespace {
+
+Tensors one(Tensor t) { return Tensors{std::move(t)}; }
+const Tensor& g_of(const VjpCall& c) { return c.grad_outputs[0]; }
+IntList in_shape(const VjpCall& c) { return c.input_types[0].shape; }
+
+Tensors vjp_view(const VjpCall& c) { return one(reshape(g_of(c), in_shape(c))); }
+Tensors vjp_expand(const VjpCall& c) { return one(sum_to(g_of(c), in_shape(c))); }
+Tensors vjp_permute(const VjpCall& c) {
+  const auto& a = static_cast<const ops::PermuteAttrs&>(c.attrs);
+  Shape inverse(a.dims.size(), 0);
+  int64_t rank = static_cast<int64_t>(a.dims.size());
+  for (int64_t i = 0; i < rank; ++i) inverse[wrap_dim(a.dims[i], rank, "permute")] = i;
+  return one(permute(g_of(c), inverse));
+}
+Tensors vjp_slice(const VjpCall& c) {
+  const auto& a = static_cast<const ops::SliceAttrs&>(c.attrs);
+  Tensor base = zeros(in_shape(c), TensorOptions(g_of(c).dtype()).with_device(g_of(c).device()));
+  return one(slice_scatter(base, g_of(c), a.dim, a.start, a.end, a.step));
+}
+Tensors vjp_select(const VjpCall& c) {
+  const auto& a = static_cast<const ops::SelectAttrs&>(c.attrs);
+  IntList shape = in_shape(c);
+  int64_t d = wrap_dim(a.dim, static_cast<int64_t>(shape.size()), "select");
+  int64_t idx = a.index < 0 ? a.index + shape[d] : a.index;
+  Tensor base = zeros(shape, TensorOptions(g_of(c).dtype()).with_device(g_of(c).device()));
+  return one(slice_scatter(base, unsqueeze(g_of(c), d), d, idx, idx + 1, 1));
+}
+Tensors vjp_reshape_back(const VjpCall& c) { return one(reshape(g_of(c), in_shape(c))); }
+Tensors vjp_as_strided(const VjpCall& c) {
+  KILN_FAIL("[as_strided] has no gradient: the elements it reads may overlap or skip parts of the "
+            "input. Fix: express the view with view/permute/slice/expand, which are differentiable.");
+}
+Tensors vjp_clone(const VjpCall& c) { return one(g_of(c)); }
+Tensors vjp_slice_scatter(const VjpCall& c) {
+  const auto& a = static_cast<const ops::SliceAttrs&>(c.attrs);
+  const Tensor& g = g_of(c);
+  Tensor gbase, gsrc;
+  if (c.needs(0)) gbase = slice_scatter(g, zeros(c.input_types[1].shape, TensorOptions(g.dtype())), a.dim, a.start, a.end, a.step);
+  if (c.needs(1)) gsrc = slice(g, a.dim, a.start, a.end, a.step);
+  return Tensors{gbase, gsrc};
+}
+
+}  // namespace
+
+namespace detail {
+
+void register_view_vjps() {
+  set_vjp(ops::view, vjp_view);
+  set_vjp(ops::expand, vjp_expand);
+  set_vjp(ops::permute, vjp_permute);
+  set_vjp(ops::slice, vjp_slice);
+  set_vjp(ops::select, vjp_select);
+  set_vjp(ops::squeeze, vjp_reshape_back);
+  set_vjp(ops::unsqueeze, vjp_reshape_back);
+  set_vjp(ops::as_strided, vjp_as_strided);
+  set_vjp(ops::clone, vjp_clone);
+  set_vjp(ops::slice_scatter, vjp_slice_scatter);
+}
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# kiln's one entry point: installs missing Debian packages, configures, builds, runs.
+#   ./run.sh demo              train the Fashion-MNIST demo and print its accuracy
+#   ./run.sh test [--sanitize] run every test suite through ctest (ASan+UBSan with --sanitize)
+#   ./run.sh bench [filter]    run the Google Benchmark programs
+#   ./run.sh build             configure and build only
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(build-essential cmake ninja-build ccache pkg-config zlib1g-dev
+  libeigen3-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  llvm-19-dev libmlir-19-dev mlir-19-tools dataset-fashion-mnist)
+
+install_missing_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "kiln: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# configure_and_build BUILD_DIR [cmake args...]
+configure_and_build() {
+  local dir="$1"; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+  fi
+  cmake --build "$dir" --parallel "$(nproc)"
+}
+
+cmd="${1:-demo}"; shift || true
+install_missing_packages
+case "$cmd" in
+  demo)
+    configure_and_build build
+    ./build/frontend/kiln demo "$@"
+    ;;
+  test)
+    if [ "${1:-}" = "--sanitize" ]; then
+      shift
+      configure_and_build build-sanitize -DKILN_SANITIZE=ON
+      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        ctest --test-dir build-sanitize --output-on-failure "$@"
+    else
+      configure_and_build build
+      ctest --test-dir build --output-on-failure "$@"
+    fi
+    ;;
+  bench)
+    configure_and_build build
+    for b in build/bench/bench_*; do "$b" --benchmark_filter="${1:-.}"; done
+    ;;
+  build)
+    configure_and_build build
+    ;;
+  *)
+    echo "usage: ./run.sh {demo|test [--sanitize]|bench [filter]|build}" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,108 @@
+// OpDef: the single definition of an operation. The runtime declares each op's identity,
+// schema, attribute type, shape/dtype inference and lowering class; backends fill the
+// kernel slots and the frontend fills the vjp slot when they register. Eager execution,
+// autograd, tracing and lowering all read the same entry.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/attrs.h"
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
+#include "kiln/small_vector.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+using Tensors = SmallVector<Tensor, 2>;
+using TensorSpan = std::span<const Tensor>;
+
+// What an op produces, before any memory exists.
+struct TensorType {
+  DType dtype = DType::Float32;
+  Shape shape;
+  Device device;
+};
+using TensorTypes = SmallVector<TensorType, 2>;
+
+// How the compiler lowers an op.
+enum class LoweringClass : uint8_t {
+  Elementwise,  // a scalar body applied per element (with broadcasting)
+  Reduction,    // reduces dims of one input
+  Contraction,  // matmul/conv: a library call with a fusable epilogue
+  View,         // metadata only: aliases its input
+  Layout,       // moves data (cat, gather, pad, ...)
+  Random,       // draws from a generator; never CSE'd or folded
+  Composite,    // several of the above in one kernel (softmax, layer_norm, conv2d)
+  ControlFlow,  // has regions
+  Opaque,       // runs through the eager kernel
+};
+const char* lowering_class_name(LoweringClass c);
+
+struct OpDef;
+
+struct InferCall {
+  const OpDef& op;
+  TensorSpan inputs;
+  const Attrs& attrs;
+  TensorTypes& outputs;  // infer appends one entry per output
+};
+
+struct KernelCall {
+  const OpDef& op;
+  TensorSpan inputs;
+  const Attrs& attrs;
+  std::span<Tensor> outputs;  // preallocated contiguous, unless op.kernel_makes_outputs
+  const TensorTypes& output_types;
+};
+
+struct VjpCall {
+  const OpDef& op;
+  TensorSpan inputs;           // saved inputs (undefined where the op does not save them)
+  std::span<const TensorType> input_types;  // always present: every input's type
+  TensorSpan outputs;          // saved outputs (likewise)
+  const Attrs& attrs;
+  TensorSpan grad_outputs;     // undefined where an output received no gradient
+  uint64_t needs_input_grad;   // bit i: input i needs a gradient
+  bool needs(size_t i) const { return (needs_input_grad >> i) & 1; }
+};
+
+using InferFn = void (*)(InferCall&);
+using KernelFn = void (*)(KernelCall&);
+using VjpFn = Tensors (*)(const VjpCall&);  // one entry per input (undefined = none)
+
+struct OpDef {
+  OpDef(std::string name, std::vector<std::string> inputs, InferFn infer, LoweringClass lowering);
+
+  std::string name;
+  std::vector<std::string> input_names;  // a trailing "..." means variadic
+  InferFn infer;
+  LoweringClass lowering;
+
+  // ---- filled by backends and the frontend at registration ----
+  std::array<KernelFn, kNumDeviceTypes> kernels{};
+  VjpFn vjp = nullptr;
+
+  // ---- properties the engine, tracer and passes ask about ----
+  bool differentiable = true;       // false: integer/boolean results, no gradient flows
+  bool kernel_makes_outputs = false;  // views and ops whose outputs alias inputs
+  bool random = false;              // reads the generator
+  uint64_t saves_inputs = ~0ull;    // bit i: the vjp reads input i
+  uint64_t saves_outputs = 0;       // bit i: the vjp reads output i
+  // Inputs through which no gradient ever flows (indices, masks, conditions).
+  uint64_t nondiff_inputs = 0;
+
+  bool variadic() const { return !input_names.empty() && input_names.back() == "..."; }
+};
+
+// Every op defined in the runtime, in definition order (for table-driven tests).
+std::span<OpDef* const> all_ops();
+OpDef* find_op(std::string_view name);
+
+}  // namespace kiln

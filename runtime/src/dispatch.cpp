@@ -1,0 +1,122 @@
+// dispatch(): infer -> (tracer | kernel -> autograd). Kept lean: this is the eager hot path.
+#include "kiln/dispatch.h"
+
+namespace kiln {
+
+namespace {
+thread_local DispatchInterceptor* tls_interceptor = nullptr;
+thread_local bool tls_grad_mode = true;
+AutogradHook g_autograd_hook = nullptr;
+ConcretizationHook g_concretization_hook = nullptr;
+
+void check_inputs(const OpDef& op, TensorSpan inputs) {
+  const Tensor* first = nullptr;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined()) continue;
+    if (t.is_symbolic()) [[unlikely]] {
+      KILN_FAIL("[", op.name, "] input ", i, " is a symbolic tensor from a trace that has ended. "
+                "Fix: do not keep tensors created inside a traced forward (e.g. in a member "
+                "variable) and use them afterwards.");
+    }
+    if (!first) {
+      first = &t;
+    } else if (!(t.device() == first->device())) [[unlikely]] {
+      KILN_FAIL("[", op.name, "] expected all inputs on one device, found ", first->device(),
+                " and ", t.device(), " (input ", i, "). Fix: move them with .to(device).");
+    }
+  }
+}
+
+Device output_device(const TensorTypes& types, TensorSpan inputs) {
+  if (!types.empty()) return types[0].device;
+  for (const Tensor& t : inputs)
+    if (t.defined()) return t.device();
+  return kCPU;
+}
+}  // namespace
+
+TensorTypes infer_types(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
+  TensorTypes types;
+  InferCall call{op, inputs, attrs, types};
+  op.infer(call);
+  return types;
+}
+
+Tensors dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
+  TensorTypes types = infer_types(op, inputs, attrs);
+  if (tls_interceptor) return tls_interceptor->intercept(op, inputs, attrs, std::move(types));
+  check_inputs(op, inputs);
+
+  Device device = output_device(types, inputs);
+  KernelFn kernel = op.kernels[static_cast<size_t>(device.type)];
+  KILN_CHECK(kernel, "[", op.name, "] has no kernel for device ", device,
+             ". Fix: move the inputs to a device this op supports (cpu).");
+
+  Tensors outputs;
+  if (op.kernel_makes_outputs) {
+    outputs.resize(types.size());
+  } else {
+    for (const TensorType& t : types) outputs.push_back(Tensor::empty(t.shape, t.dtype, t.device));
+  }
+  KernelCall call{op, inputs, attrs, std::span<Tensor>(outputs.data(), outputs.size()), types};
+  kernel(call);
+
+  if (g_autograd_hook && tls_grad_mode && op.differentiable) {
+    for (const Tensor& t : inputs) {
+      if (t.defined() && t.requires_grad()) {
+        g_autograd_hook(op, inputs, attrs, std::span<Tensor>(outputs.data(), outputs.size()));
+        break;
+      }
+    }
+  }
+  return outputs;
+}
+
+Tensor dispatch1(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
+  Tensors out = dispatch(op, inputs, attrs);
+  return std::move(out[0]);
+}
+
+void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& self) {
+  TensorTypes types = infer_types(op, inputs, attrs);
+  KILN_CHECK(!tls_interceptor && !self.is_symbolic(), "[", op.name, "_] in-place ops cannot be "
+             "traced yet. Fix: use the out-of-place form.");
+  check_inputs(op, inputs);
+  KILN_CHECK(types.size() == 1 && !op.kernel_makes_outputs, "[", op.name, "] has no in-place form.");
+  KILN_CHECK(types[0].shape == Shape(self.sizes()), "[", op.name, "_] the result has shape ",
+             shape_str(types[0].shape), " but the tensor written in place has shape ",
+             shape_str(self.sizes()), ". Fix: in-place ops cannot grow their target; use the "
+             "out-of-place form.");
+  KILN_CHECK(types[0].dtype == self.dtype(), "[", op.name, "_] the result is ", types[0].dtype,
+             " but the tensor written in place is ", self.dtype(), ". Fix: use the out-of-place form.");
+  KernelFn kernel = op.kernels[static_cast<size_t>(self.device().type)];
+  KILN_CHECK(kernel, "[", op.name, "] has no kernel for device ", self.device(), ".");
+  Tensor out = self;
+  KernelCall call{op, inputs, attrs, std::span<Tensor>(&out, 1), types};
+  kernel(call);
+  self.bump_version();
+}
+
+DispatchInterceptor* current_interceptor() { return tls_interceptor; }
+
+DispatchInterceptor* set_interceptor(DispatchInterceptor* interceptor) {
+  DispatchInterceptor* prev = tls_interceptor;
+  tls_interceptor = interceptor;
+  return prev;
+}
+
+void set_autograd_hook(AutogradHook hook) { g_autograd_hook = hook; }
+
+bool grad_mode_enabled() { return tls_grad_mode; }
+void set_grad_mode(bool enabled) { tls_grad_mode = enabled; }
+
+void set_concretization_hook(ConcretizationHook hook) { g_concretization_hook = hook; }
+
+void concretize(const Tensor& t, const char* what, SourceLoc loc) {
+  if (g_concretization_hook) g_concretization_hook(t, what, loc);
+  KILN_CHECK(!t.is_symbolic(), "Tensor::", what, " read the data of a symbolic tensor at ",
+             loc.file_name(), ":", loc.line(), ", but symbolic tensors have no data.");
+}
+
+}  // namespace kiln
