@@ -145,10 +145,22 @@ Pool& pool() {
 
 }  // namespace
 
-int num_threads() { return pool().size(); }
+namespace {
+std::atomic<int> g_threads{0};  // cached pool().size() for the hot path
+}
+
+int num_threads() {
+  int n = g_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = pool().size();
+    g_threads.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 
 void set_num_threads(int n) {
   if (n != pool().size()) pool().resize(n);
+  g_threads.store(pool().size(), std::memory_order_relaxed);
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,

@@ -73,7 +73,7 @@ void run_loop(const StridedLoop<N>& loop, Strip&& strip, int64_t grain = kParall
   std::array<int64_t, N> inner_strides;
   for (size_t k = 0; k < N; ++k) inner_strides[k] = loop.strides[k][rank - 1];
 
-  parallel_for(0, loop.numel, grain, [&](int64_t begin, int64_t end) {
+  parallel_for_fast(0, loop.numel, grain, [&](int64_t begin, int64_t end) {
     // Multi-index of `begin`.
     Shape idx(rank, 0);
     int64_t rem = begin;
@@ -108,9 +108,46 @@ void run_loop(const StridedLoop<N>& loop, Strip&& strip, int64_t grain = kParall
   });
 }
 
+// True when `out` is dense and every input is either dense with out's shape or a single
+// element: the common case, which skips the general strided machinery.
+inline bool flat_operands(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  if (!out.is_contiguous()) return false;
+  const int64_t n = out.numel();
+  for (const Tensor* t : inputs) {
+    if (t->numel() == 1) continue;
+    if (t->numel() != n || !t->is_contiguous() || t->dim() != out.dim() ||
+        !std::equal(t->sizes().begin(), t->sizes().end(), out.sizes().begin()))
+      return false;
+  }
+  return true;
+}
+
+template <class T>
+inline const T* first_element(const Tensor& t) {
+  return reinterpret_cast<const T*>(static_cast<const char*>(t.impl()->storage->data()) +
+                                    t.storage_offset() * static_cast<int64_t>(sizeof(T)));
+}
+template <class T>
+inline T* first_element_mut(const Tensor& t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.impl()->storage->data()) +
+                              t.storage_offset() * static_cast<int64_t>(sizeof(T)));
+}
+
 // out[i] = f(a[i]). Out and In are the C++ element types.
 template <class Out, class In, class F>
 void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = kParallelGrain) {
+  if (a.numel() == out.numel() && flat_operands(out, {&a}) && out.dtype() == dtype_of<Out>()) {
+    Out* o = first_element_mut<Out>(out);
+    const In* x = first_element<In>(a);
+    if (a.numel() == 1 && out.numel() == 1) {
+      *o = f(*x);
+      return;
+    }
+    parallel_for_fast(0, out.numel(), grain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f(x[i]);
+    });
+    return;
+  }
   auto loop = make_loop<2>(out.sizes(), {&out, &a});
   run_loop(loop, [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
     Out* o = reinterpret_cast<Out*>(p[0]);
@@ -127,6 +164,25 @@ void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = kParall
 // out[i] = f(a[i], b[i]) with broadcasting.
 template <class Out, class A, class B, class F>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f, int64_t grain = kParallelGrain) {
+  if (flat_operands(out, {&a, &b})) {
+    Out* o = first_element_mut<Out>(out);
+    const A* x = first_element<A>(a);
+    const B* y = first_element<B>(b);
+    const int64_t n = out.numel();
+    const bool xs = a.numel() == 1 && n != 1, ys = b.numel() == 1 && n != 1;
+    parallel_for_fast(0, n, grain, [&](int64_t lo, int64_t hi) {
+      if (xs) {
+        const A xv = *x;
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(xv, y[i]);
+      } else if (ys) {
+        const B yv = *y;
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], yv);
+      } else {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], y[i]);
+      }
+    });
+    return;
+  }
   auto loop = make_loop<3>(out.sizes(), {&out, &a, &b});
   run_loop(loop, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
     Out* o = reinterpret_cast<Out*>(p[0]);

@@ -21,7 +21,11 @@ class IntList {
  public:
   constexpr IntList() = default;
   constexpr IntList(const int64_t* data, size_t size) : data_(data), size_(size) {}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+  // Binds to a braced list for the duration of the full expression (a function argument).
   constexpr IntList(std::initializer_list<int64_t> list) : data_(list.begin()), size_(list.size()) {}
+#pragma GCC diagnostic pop
   IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {}
   template <size_t N>
   IntList(const SmallVector<int64_t, N>& v) : data_(v.data()), size_(v.size()) {}

@@ -18,6 +18,17 @@ void set_num_threads(int n);
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
+// Same, but small ranges run inline without building a std::function (the eager hot
+// path for tiny tensors).
+template <class F>
+inline void parallel_for_fast(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+  if (end - begin <= grain || num_threads() == 1) {
+    if (end > begin) fn(begin, end);
+    return;
+  }
+  parallel_for(begin, end, grain, std::function<void(int64_t, int64_t)>(std::ref(fn)));
+}
+
 // Elements below which an elementwise kernel stays on one thread.
 inline constexpr int64_t kParallelGrain = 32768;
 
