@@ -136,7 +136,8 @@ Tensor make_input(const Input& in, DType dtype, bool noncontiguous, uint64_t see
       case Gen::NonZero: v[i] = (u < 0.5 ? -1 : 1) * (0.5 + 3 * std::fabs(u - 0.5)); break;
     }
   }
-  Tensor t = Tensor::from_vector(v, shape).to(dt);
+  // from_vector reads an empty shape as "1-D": reshape so 0-d inputs really are 0-d.
+  Tensor t = Tensor::from_vector(v, shape).reshape(shape).to(dt);
   if (flip) t = t.transpose(-1, -2);
   return t;
 }

@@ -6,6 +6,7 @@
 #include "kiln/ops/view.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/factory.h"
+#include "kiln/tensor_ops/layout.h"  // index_add, for vjp_as_strided
 
 namespace kiln {
 
@@ -188,9 +189,38 @@ Tensors vjp_select(const VjpCall& c) {
   return one(slice_scatter(base, unsqueeze(g_of(c), d), d, idx, idx + 1, 1));
 }
 Tensors vjp_reshape_back(const VjpCall& c) { return one(reshape(g_of(c), in_shape(c))); }
+// as_strided reads storage positions offset + sum_k i_k * stride_k. For an input that is
+// contiguous at offset 0, storage position p is input element p, so the gradient adds each
+// output element's gradient at its position (overlapping windows accumulate).
 Tensors vjp_as_strided(const VjpCall& c) {
-  KILN_FAIL("[as_strided] has no gradient: the elements it reads may overlap or skip parts of the "
-            "input. Fix: express the view with view/permute/slice/expand, which are differentiable.");
+  const auto& a = static_cast<const ops::AsStridedAttrs&>(c.attrs);
+  const Tensor& x = c.inputs[0];
+  const Tensor& g = g_of(c);
+  KILN_CHECK(x.defined(),
+             "[as_strided] backward needs the input's geometry, but the input was not saved. "
+             "Fix: make sure kiln::init() ran (it sets as_strided.saves_inputs).");
+  KILN_CHECK(x.is_contiguous() && x.storage_offset() == 0,
+             "[as_strided] backward supports inputs that are contiguous at storage offset 0, got ",
+             x.type_str(), " with strides ", shape_str(x.strides()), " and offset ",
+             x.storage_offset(), ". Fix: call .clone() (a fresh contiguous copy) before "
+             "as_strided, or use view/permute/slice/expand, which are differentiable on any layout.");
+  int64_t n = x.numel();
+  TensorOptions opts = TensorOptions(g.dtype()).with_device(g.device());
+  if (numel(a.sizes) == 0) return one(zeros(in_shape(c), opts));
+  int64_t last = a.offset;
+  for (size_t k = 0; k < a.sizes.size(); ++k) last += (a.sizes[k] - 1) * a.strides[k];
+  KILN_CHECK(last < n, "[as_strided] backward: the view reads storage element ", last,
+             " but the input ", x.type_str(), " has only ", n, " elements, so that gradient has "
+             "nowhere to go. Fix: keep the view inside the input.");
+  Tensor pos = Tensor::scalar(a.offset, kInt64, g.device());
+  int64_t rank = static_cast<int64_t>(a.sizes.size());
+  for (int64_t k = 0; k < rank; ++k) {
+    Shape along(static_cast<size_t>(rank), 1);
+    along[k] = a.sizes[k];
+    pos = pos + reshape(arange(a.sizes[k]) * a.strides[k], along);
+  }
+  Tensor flat = index_add(zeros({n}, opts), 0, reshape(pos, {-1}), reshape(g, {-1}));
+  return one(reshape(flat, in_shape(c)));
 }
 Tensors vjp_clone(const VjpCall& c) { return one(g_of(c)); }
 Tensors vjp_slice_scatter(const VjpCall& c) {

@@ -166,6 +166,16 @@ class Tensor {
   Tensor max() const;
   Tensor min() const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor prod(IntList dims = {}, bool keepdim = false) const;
+  Tensor amax(IntList dims = {}, bool keepdim = false) const;
+  Tensor amin(IntList dims = {}, bool keepdim = false) const;
+  Tensor all(IntList dims = {}, bool keepdim = false) const;
+  Tensor any(IntList dims = {}, bool keepdim = false) const;
+  Tensor var(IntList dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor std(IntList dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor logsumexp(IntList dims, bool keepdim = false) const;
+  Tensor norm(double p = 2, IntList dims = {}, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
   Tensor pow(Scalar exponent) const;
   Tensor exp() const;

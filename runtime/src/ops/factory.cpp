@@ -26,16 +26,81 @@ void infer_arange(InferCall& c) {
   c.outputs.push_back({a.dtype, Shape{n}, a.device});
 }
 
+void check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    KILN_CHECK(s >= 0, "[", op, "] sizes must be non-negative, got ", shape_str(shape), ".");
+}
+
+void infer_linspace(InferCall& c) {
+  const auto& a = static_cast<const LinspaceAttrs&>(c.attrs);
+  KILN_CHECK(a.steps >= 0, "[linspace] number of steps must be non-negative, got ", a.steps, ".");
+  KILN_CHECK(is_compute_type(a.dtype) && a.dtype != DType::Bool, "[linspace] cannot produce ",
+             a.dtype, ". Fix: use kiln::kFloat32, kFloat64 or an integer dtype.");
+  c.outputs.push_back({a.dtype, Shape{a.steps}, a.device});
+}
+
+void infer_eye(InferCall& c) {
+  const auto& a = static_cast<const EyeAttrs&>(c.attrs);
+  KILN_CHECK(a.n >= 0 && a.m >= 0, "[eye] n and m must be non-negative, got n = ", a.n,
+             ", m = ", a.m, ".");
+  KILN_CHECK(is_compute_type(a.dtype), "[eye] cannot produce ", a.dtype,
+             ". Fix: use a compute dtype (float32, ...).");
+  c.outputs.push_back({a.dtype, Shape{a.n, a.m}, a.device});
+}
+
+void infer_random_float(InferCall& c) {
+  const auto& a = static_cast<const RandomAttrs&>(c.attrs);
+  check_shape(a.shape, c.op.name.c_str());
+  KILN_CHECK(a.dtype == DType::Float32 || a.dtype == DType::Float64, "[", c.op.name,
+             "] draws floating values, "
+             "but dtype ",
+             a.dtype,
+             " was requested. Fix: pass kiln::kFloat32 or kFloat64 (for integers use randint).");
+  c.outputs.push_back({a.dtype, a.shape, a.device});
+}
+
+void infer_randint(InferCall& c) {
+  const auto& a = static_cast<const RandintAttrs&>(c.attrs);
+  check_shape(a.shape, "randint");
+  KILN_CHECK(a.low < a.high, "[randint] expected low < high, got low = ", a.low,
+             ", high = ", a.high, " (the range [low, high) is empty). Fix: pass high > low.");
+  KILN_CHECK(is_compute_type(a.dtype) && a.dtype != DType::Bool, "[randint] cannot produce ",
+             a.dtype, ". Fix: use kiln::kInt64 (the default), kInt32, kFloat32 or kFloat64.");
+  c.outputs.push_back({a.dtype, a.shape, a.device});
+}
+
+void infer_bernoulli(InferCall& c) {
+  infer::check_arity(c, 1);
+  infer::check_floating(c, 0);
+  const Tensor& p = c.inputs[0];
+  c.outputs.push_back({p.dtype(), Shape(p.sizes()), p.device()});
+}
+
 }  // namespace
+
+std::ostream& operator<<(std::ostream& os, const GeneratorRef& g) {
+  if (!g.generator) return os << "default";
+  return os << "generator@" << static_cast<const void*>(g.generator);
+}
 
 OpDef full("full", {}, infer_full, LoweringClass::Layout);
 OpDef arange("arange", {}, infer_arange, LoweringClass::Layout);
+OpDef linspace("linspace", {}, infer_linspace, LoweringClass::Layout);
+OpDef eye("eye", {}, infer_eye, LoweringClass::Layout);
+OpDef rand("rand", {}, infer_random_float, LoweringClass::Random);
+OpDef randn("randn", {}, infer_random_float, LoweringClass::Random);
+OpDef randint("randint", {}, infer_randint, LoweringClass::Random);
+OpDef bernoulli("bernoulli", {"p"}, infer_bernoulli, LoweringClass::Random);
 
 namespace {
 struct Properties {
   Properties() {
-    full.differentiable = false;
-    arange.differentiable = false;
+    for (OpDef* op : {&full, &arange, &linspace, &eye}) op->differentiable = false;
+    for (OpDef* op : {&rand, &randn, &randint, &bernoulli}) {
+      op->differentiable = false;
+      op->random = true;
+      op->saves_inputs = 0;
+    }
   }
 } properties;
 }  // namespace

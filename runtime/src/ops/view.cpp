@@ -296,6 +296,9 @@ struct Properties {
     as_view(squeeze, squeeze_kernel);
     as_view(unsqueeze, unsqueeze_kernel);
     as_view(as_strided, as_strided_kernel);
+    // The vjp maps the view back onto the input's storage positions, so it needs the
+    // input's strides and offset, which only the saved input carries.
+    as_strided.saves_inputs = 1;
     clone.saves_inputs = 0;
     slice_scatter.saves_inputs = 0;
   }
