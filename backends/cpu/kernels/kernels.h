@@ -9,6 +9,15 @@ void register_reduction_kernels();
 void register_linalg_kernels();
 void register_factory_kernels();
 void register_nn_kernels();
+// The neural-network kernel files, registered by register_nn_kernels().
+void register_softmax_kernels();
+void register_loss_kernels();
+void register_norm_kernels();
+void register_conv_kernels();
+void register_pool_kernels();
+void register_dropout_kernels();
+void register_embedding_kernels();
+void register_pad_kernels();
 void register_layout_kernels();
 
 }  // namespace kiln::cpu

@@ -1,7 +1,134 @@
 // kiln::nn::functional: the neural-network functions (softmax, losses, convolution,
-// pooling, normalization, dropout, embedding, pad, one_hot).
+// pooling, normalization, dropout, embedding, pad, one_hot) with torch.nn.functional's
+// argument names, defaults and numerics. Window parameters (kernel_size, stride, padding,
+// dilation) take one value for both spatial dims or two (height, width).
+//
+//   namespace F = kiln::nn::functional;
+//   auto loss = F::cross_entropy(logits, target, {.ignore_index = 0, .label_smoothing = 0.1});
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "kiln/generator.h"
 #include "kiln/tensor.h"
 
-namespace kiln::nn::functional {}  // namespace kiln::nn::functional
+namespace kiln::nn::functional {
+
+// ---- softmax ----
+
+// exp(x) / sum(exp(x)) along dim, computed stably; `dtype` casts x first.
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// log(softmax(x)) along dim without forming softmax (stable for large |x|).
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+
+// ---- losses ----
+// reduction: "mean" (default), "sum" or "none" (one loss per element).
+
+struct NllLossOptions {
+  Tensor weight;                // [C] per-class weights; undefined: all 1
+  int64_t ignore_index = -100;  // targets with this value add nothing (nor to the mean's divisor)
+  std::string reduction = "mean";
+};
+// input [N, C] / [N, C, d1, ...] / [C] log-probabilities, target [N] / [N, d1, ...] / [] int64.
+// "mean" divides by the summed weights of the non-ignored targets.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options = {});
+
+struct CrossEntropyOptions {
+  Tensor weight;                // [C] per-class weights; undefined: all 1
+  int64_t ignore_index = -100;  // class-index targets only
+  std::string reduction = "mean";
+  double label_smoothing = 0.0;  // in [0, 1]: mixes the target with the uniform distribution
+};
+// log_softmax over dim 1 (dim 0 for a [C] input) followed by nll_loss, with PyTorch's label
+// smoothing. target: int64 class indices ([N] / [N, d1, ...]) or floating class
+// probabilities of the input's shape.
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
+
+// mean/sum of (input - target)^2; the shapes broadcast.
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// mean/sum of |input - target|; the shapes broadcast.
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// -w (t log x + (1 - t) log(1 - x)) for probabilities x in [0, 1] (each log clamped at -100).
+// weight broadcasts against the input.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const Tensor& weight = Tensor(), const std::string& reduction = "mean");
+// The same loss on sigmoid(input), computed stably from the logits; pos_weight (e.g. [C])
+// weighs the positive term.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight = Tensor(),
+                                        const std::string& reduction = "mean",
+                                        const Tensor& pos_weight = Tensor());
+
+// ---- dropout ----
+
+// Training: zeroes each element with probability p and scales the others by 1 / (1 - p),
+// drawing from `generator` (default_generator() when null). The backward reuses the same
+// mask. Not training, or p = 0: returns x. p must lie in [0, 1].
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
+               Generator* generator = nullptr);
+
+// ---- normalization ----
+
+// Normalizes over the trailing normalized_shape dims: (x - mean) / sqrt(var + eps) * weight + bias.
+Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// x [N, C] or [N, C, *], per channel C. training: normalizes with the batch statistics and,
+// when running_mean/running_var are given, updates them in place (momentum, unbiased
+// variance) without recording gradients. Not training: normalizes with the running stats.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+
+// ---- embedding and one_hot ----
+
+// Rows of weight [num_embeddings, D] at `input` (int64 indices of any shape) -> [*input, D].
+// The padding_idx row (negative counts from the end) receives no gradient.
+Tensor embedding(const Tensor& input, const Tensor& weight,
+                 std::optional<int64_t> padding_idx = std::nullopt);
+// int64 [*, num_classes]; num_classes = -1 uses max(indices) + 1.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
+// ---- convolution and pooling ([N, C, H, W], or [C, H, W] without a batch) ----
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
+              int64_t groups = 1);
+// conv2d's padding by name: "valid" (none) or "same" (output size = input size; stride 1).
+// A distinct type, so that braced numbers such as {0} never convert to it.
+struct PaddingMode {
+  template <size_t N>
+  PaddingMode(const char (&mode)[N]) : name(mode) {}
+  static PaddingMode from(std::string_view mode) { return PaddingMode(mode, 0); }
+  std::string_view name;
+
+ private:
+  PaddingMode(std::string_view mode, int) : name(mode) {}
+};
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntList stride,
+              PaddingMode padding, IntList dilation = {1}, int64_t groups = 1);
+
+// stride defaults (empty) to kernel_size.
+Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  IntList dilation = {1}, bool ceil_mode = false);
+// Also returns the argmax indices (flat h * W + w within each input plane, int64).
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntList kernel_size,
+                                                  IntList stride = {}, IntList padding = {0},
+                                                  IntList dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+// output_size: one value or (OH, OW); -1 keeps that input dim (PyTorch's None).
+Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+
+// ---- padding ----
+
+// pad lists (left, right) pairs from the last dim backwards: {1, 2} pads the last dim by 1
+// before and 2 after; {1, 1, 2, 2} also pads the dim before it by 2. Negative amounts crop
+// (constant mode). mode: "constant" (fill `value`), "reflect", "replicate", "circular".
+Tensor pad(const Tensor& x, IntList pad, const std::string& mode = "constant", double value = 0);
+
+}  // namespace kiln::nn::functional

@@ -1,0 +1,44 @@
+// dropout and its vjp, which reuses the keep mask the forward drew.
+#include "kiln/ops/dropout.h"
+
+#include "../call.h"
+#include "kiln/nn/functional.h"
+#include "kiln/tensor_ops/elementwise.h"
+#include "nn_util.h"
+
+namespace kiln {
+
+namespace nn::functional {
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
+  KILN_CHECK(p >= 0 && p <= 1, "[dropout] expected a probability p in [0, 1], got ", p,
+             ". Fix: p is the fraction of elements to drop (e.g. 0.1).");
+  KILN_CHECK(x.defined(), "[dropout] the input is undefined.");
+  if (!training || p == 0) return x;
+  Generator& gen = generator ? *generator : default_generator();
+  ops::DropoutAttrs a;
+  a.p = p;
+  a.seed = gen.seed();
+  a.offset = gen.reserve(ops::dropout_blocks(x.numel()));
+  return kiln::detail::call(ops::dropout, Tensors{x}, a)[0];
+}
+
+}  // namespace nn::functional
+
+namespace {
+
+Tensors vjp_dropout(const VjpCall& c) {
+  const double p = static_cast<const ops::DropoutAttrs&>(c.attrs).p;
+  const Tensor &g = c.grad_outputs[0], &mask = c.outputs[1];
+  return Tensors{where(mask, g * (p < 1 ? 1 / (1 - p) : 0.0), 0.0)};
+}
+
+}  // namespace
+
+namespace detail {
+void register_dropout_vjps() {
+  set_vjp(ops::dropout, vjp_dropout);
+}
+}  // namespace detail
+
+}  // namespace kiln

@@ -1,0 +1,34 @@
+// Definitions of softmax and log_softmax.
+#include "kiln/ops/softmax.h"
+
+#include "kiln/ops/infer_util.h"
+
+namespace kiln::ops {
+
+namespace {
+
+void infer_softmax(InferCall& c) {
+  infer::check_arity(c, 1);
+  infer::check_floating(c, 0);
+  const Tensor& x = c.inputs[0];
+  wrap_dim(static_cast<const SoftmaxAttrs&>(c.attrs).dim, x.dim(), c.op.name.c_str());
+  c.outputs.push_back({x.dtype(), Shape(x.sizes()), x.device()});
+}
+
+}  // namespace
+
+OpDef softmax("softmax", {"x"}, infer_softmax, LoweringClass::Composite);
+OpDef log_softmax("log_softmax", {"x"}, infer_softmax, LoweringClass::Composite);
+
+namespace {
+struct Properties {
+  Properties() {
+    for (OpDef* op : {&softmax, &log_softmax}) {
+      op->saves_inputs = 0;
+      op->saves_outputs = 1;
+    }
+  }
+} properties;
+}  // namespace
+
+}  // namespace kiln::ops
