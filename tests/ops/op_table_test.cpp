@@ -61,7 +61,9 @@ TEST_P(OpValues, MatchReference) {
         double tol = dtype == kFloat64 ? c.f64_tol : c.f32_tol;
         if (!is_floating(dtype)) tol = 0;
         expect_matches(out, c.ref(refs), tol, where);
-        if (c.output_dtype) EXPECT_EQ(out.dtype(), *c.output_dtype) << where;
+        if (c.output_dtype) {
+          EXPECT_EQ(out.dtype(), *c.output_dtype) << where;
+        }
       }
     }
   }

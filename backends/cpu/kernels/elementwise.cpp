@@ -1,6 +1,7 @@
 // CPU kernels for the elementwise ops. Dense float inputs go through Eigen's vectorized
 // array functions; everything else through the strided loops of loops.h.
-#include <Eigen/Core>
+#include "eigen_maps.h"
+
 #include <unsupported/Eigen/SpecialFunctions>
 #include <cmath>
 
@@ -12,11 +13,6 @@
 namespace kiln::cpu {
 
 namespace {
-
-template <class T>
-using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <class T>
-using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 bool dense_same_shape(const Tensor& out, const Tensor& x) {
   return out.is_contiguous() && x.is_contiguous() && out.sizes().size() == x.sizes().size() &&

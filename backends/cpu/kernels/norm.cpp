@@ -3,14 +3,11 @@
 // batch_norm: per-channel sums over [N, C, S] (two passes for a stable variance), then one
 // output pass out = x * scale[c] + shift[c]. [N, C] inputs (S = 1) accumulate whole rows so
 // the passes stay vectorized along C.
-// GCC 12 reports false -Wmaybe-uninitialized warnings inside Eigen's AVX-512 packet code
-// (instantiated from this file's row kernels).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kiln/ops/norm.h"
 
-#include <Eigen/Core>
 #include <cmath>
 
+#include "eigen_maps.h"
 #include "kernels.h"
 #include "nn_common.h"
 
@@ -19,11 +16,11 @@ namespace kiln::cpu {
 namespace {
 
 template <class T>
-using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+using Arr = EigenArray<T>;
 template <class T>
-using Vec = Eigen::Map<Arr<T>>;
+using Vec = ArrayMap<T>;
 template <class T>
-using CVec = Eigen::Map<const Arr<T>>;
+using CVec = ConstArrayMap<T>;
 
 void layer_norm_kernel(KernelCall& c) {
   const auto& a = static_cast<const ops::LayerNormAttrs&>(c.attrs);

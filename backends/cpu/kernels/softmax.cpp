@@ -3,14 +3,11 @@
 // passes (max; exp and sum; scale). inner > 1: a [n, inner] slab is processed row by row
 // with the max/sum kept per column, so the passes stay vectorized along the contiguous
 // inner dim. Work is split over outer rows (and inner column blocks when outer is small).
-// GCC 12 reports false -Wmaybe-uninitialized warnings inside Eigen's AVX-512 packet code
-// (instantiated from this file's row kernels).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kiln/ops/softmax.h"
 
-#include <Eigen/Core>
 #include <cmath>
 
+#include "eigen_maps.h"
 #include "kernels.h"
 #include "nn_common.h"
 
@@ -19,11 +16,11 @@ namespace kiln::cpu {
 namespace {
 
 template <class T>
-using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+using Arr = EigenArray<T>;
 template <class T>
-using Vec = Eigen::Map<Arr<T>>;
+using Vec = ArrayMap<T>;
 template <class T>
-using CVec = Eigen::Map<const Arr<T>>;
+using CVec = ConstArrayMap<T>;
 
 template <class T, bool Log>
 void softmax_row(const T* x, T* y, int64_t n) {
