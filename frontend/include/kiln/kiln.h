@@ -5,6 +5,7 @@
 #include "kiln/dispatch.h"
 #include "kiln/generator.h"
 #include "kiln/init.h"
+#include "kiln/nn.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/utils.h"

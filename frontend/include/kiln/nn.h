@@ -1,0 +1,20 @@
+// kiln::nn: modules (the ownership tree), containers, layers and the functional ops.
+#pragma once
+
+#include "kiln/nn/functional.h"
+#include "kiln/nn/int_arg.h"
+#include "kiln/nn/layers/activation.h"
+#include "kiln/nn/layers/batch_norm.h"
+#include "kiln/nn/layers/conv.h"
+#include "kiln/nn/layers/dropout.h"
+#include "kiln/nn/layers/embedding.h"
+#include "kiln/nn/layers/flatten.h"
+#include "kiln/nn/layers/identity.h"
+#include "kiln/nn/layers/layer_norm.h"
+#include "kiln/nn/layers/linear.h"
+#include "kiln/nn/layers/pooling.h"
+#include "kiln/nn/module.h"
+#include "kiln/nn/module_dict.h"
+#include "kiln/nn/module_list.h"
+#include "kiln/nn/parameter_list.h"
+#include "kiln/nn/sequential.h"

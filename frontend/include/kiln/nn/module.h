@@ -1,0 +1,349 @@
+// kiln::nn::Module: the base class of every layer, block and model. A module owns parameters,
+// buffers and named children (the ownership tree); whole-model operations walk that tree.
+//
+//   struct Mlp : kiln::nn::Module {
+//     kiln::nn::ModulePtr<kiln::nn::Linear> fc1 =
+//         register_module("fc1", std::make_shared<kiln::nn::Linear>(784, 256));
+//     kiln::Tensor forward(const kiln::Tensor& x) override { return fc1(x).relu(); }
+//   };
+//
+// Calling a module (`model(x)`, `fc1(x)`, `kiln::nn::call(attn, q, k, v)`) pushes a call frame
+// (its path in the tree, shown in every error raised inside it), runs the forward hooks, and
+// checks that a module holding state is registered in the tree being run: PyTorch silently
+// trains nothing for a layer kept in a std::vector; kiln throws and names the fix.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/tensor.h"
+
+namespace kiln::nn {
+
+class Module;
+
+// (path or name, value) pairs in registration order.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
+
+// Hooks observe a call; they run inside the module's call frame. `inputs` / `outputs` are the
+// Tensor arguments / results of the call (a std::vector<Tensor>, std::pair or std::tuple of
+// tensors is flattened; other arguments are not shown).
+using ForwardPreHook = std::function<void(Module& module, const std::vector<Tensor>& inputs)>;
+using ForwardHook = std::function<void(Module& module, const std::vector<Tensor>& inputs,
+                                       const std::vector<Tensor>& outputs)>;
+
+namespace detail {
+struct HookTable;
+struct TreeIndex;
+class CallScope;
+}  // namespace detail
+
+// Returned by register_forward_(pre_)hook; remove() unregisters the hook (idempotent, and
+// harmless after the module is gone).
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<detail::HookTable> table, uint64_t id)
+      : table_(std::move(table)), id_(id) {}
+  void remove();
+
+ private:
+  std::weak_ptr<detail::HookTable> table_;
+  uint64_t id_ = 0;
+};
+
+class Module {
+ public:
+  Module();
+  virtual ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // ---- forward ----
+  // The single-tensor forward that operator() and Sequential call. Modules with other
+  // signatures define their own forward overloads and are called with kiln::nn::call().
+  virtual Tensor forward(const Tensor& input);
+  // Runs forward(input) inside a call frame (hooks, registration check, error context).
+  Tensor operator()(const Tensor& input);
+
+  // ---- identity and printing ----
+  // The class name without namespaces ("Linear"); used in printouts and error messages.
+  virtual std::string type_name() const;
+  // The layer's settings shown inside the parentheses of its printout
+  // ("in_features=784, out_features=256, bias=true"); empty by default.
+  virtual std::string extra_repr() const { return {}; }
+  // The indented tree in PyTorch's format; operator<< prints the same.
+  std::string repr() const;
+
+  // ---- registration ----
+  // Registers `tensor` as a parameter (a trainable leaf) and returns a handle sharing it.
+  // An undefined tensor reserves the slot (e.g. Linear's bias with bias=false); walks skip it.
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  // Registers non-trainable state. persistent=false buffers move with to() but stay out of
+  // the state dict.
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
+  // Registers `child` under `name` and returns it with call syntax (`fc1(x)`).
+  template <class M>
+  auto register_module(const std::string& name, std::shared_ptr<M> child);
+
+  // ---- walks (registration order, depth first) ----
+  // Shared tensors and modules are listed once (at their first path) unless
+  // remove_duplicate is false, which lists every path (the state dict needs them all).
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_parameters(const std::string& prefix = "", bool recurse = true,
+                                bool remove_duplicate = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  NamedTensors named_buffers(const std::string& prefix = "", bool recurse = true,
+                             bool remove_duplicate = true) const;
+  // Persistent buffers only (what the state dict holds).
+  NamedTensors named_persistent_buffers(const std::string& prefix = "",
+                                        bool remove_duplicate = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  const NamedModules& named_children() const { return children_; }
+  // Every module of the tree, the root first. The root is not owned by a shared_ptr in
+  // general, so modules() returns raw pointers valid while the tree lives.
+  std::vector<Module*> modules();
+  std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "",
+                                                             bool remove_duplicate = true);
+  // Calls fn on every module of the tree once, children before their parent.
+  Module& apply(const std::function<void(Module&)>& fn);
+
+  // The parameter / buffer / child registered directly on this module under `name`
+  // (nullptr when there is none).
+  Tensor* find_parameter(std::string_view name);
+  Tensor* find_buffer(std::string_view name);
+  std::shared_ptr<Module> find_child(std::string_view name) const;
+  bool is_buffer_persistent(std::string_view name) const;
+
+  // ---- whole-model state ----
+  // Sets training mode on this module and every descendant (Dropout, BatchNorm read it).
+  virtual Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+  // Converts floating-point parameters and buffers (and their .grad) to `dtype` in place:
+  // every handle to them (members, optimizers) sees the new data. Integer buffers such as
+  // BatchNorm's num_batches_tracked keep their dtype, as in PyTorch.
+  Module& to(DType dtype);
+  // Moves parameters and buffers to `device` in place. The CPU is the only device today.
+  Module& to(Device device);
+  // Clears every parameter's gradient (set_to_none) or fills it with zeros.
+  void zero_grad(bool set_to_none = true);
+  // Sets requires_grad on every parameter (false freezes the module; frozen parameters stay
+  // registered, move with to() and stay in the state dict).
+  Module& requires_grad_(bool requires_grad = true);
+
+  // ---- hooks ----
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
+  bool has_forward_hooks() const;
+
+  // True when this module or a descendant holds a defined parameter or buffer.
+  bool has_state() const;
+  // See allow_unregistered_call().
+  bool unregistered_call_allowed() const { return unregistered_call_allowed_; }
+  void set_unregistered_call_allowed(bool allowed) { unregistered_call_allowed_ = allowed; }
+
+ protected:
+  // Containers rename and reorder their children; they keep the tree index current.
+  NamedModules& mutable_children();
+  void register_module_impl(const std::string& name, std::shared_ptr<Module> child);
+  // Checks a name for a parameter, buffer or child: non-empty, no '.', not taken.
+  void check_new_name(const std::string& name, const char* what) const;
+
+ private:
+  friend class detail::CallScope;
+  struct BufferSlot {
+    std::string name;
+    Tensor tensor;
+    bool persistent;
+  };
+
+  void run_pre_hooks(const std::vector<Tensor>& inputs);
+  void run_post_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
+  // Paths of every module of this tree, rebuilt when any registration happened since.
+  std::shared_ptr<const detail::TreeIndex> tree_index() const;
+  template <class Fn>
+  void for_each_tensor(Fn&& fn);
+
+  NamedTensors parameters_;
+  std::vector<BufferSlot> buffers_;
+  NamedModules children_;
+  bool training_ = true;
+  bool unregistered_call_allowed_ = false;
+  std::shared_ptr<detail::HookTable> hooks_;
+  mutable std::mutex index_mutex_;
+  mutable std::shared_ptr<const detail::TreeIndex> index_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+// A shared_ptr to a module that can be called like a function: `fc1(x)` runs
+// kiln::nn::call(*fc1, x). Converts to std::shared_ptr<M> and std::shared_ptr<Module>.
+template <class M>
+class ModulePtr : public std::shared_ptr<M> {
+ public:
+  ModulePtr() = default;
+  ModulePtr(std::shared_ptr<M> p) : std::shared_ptr<M>(std::move(p)) {}
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const;
+};
+
+// The opt-out from the registration check, for a module deliberately held by reference and
+// not owned by the tree that calls it (e.g. a frozen teacher model). Its calls start a tree
+// of their own; its state is not part of the caller's parameters or state dict.
+void allow_unregistered_call(Module& module, bool allow = true);
+
+// ---- call frames (what diagnostics and the tracer read) ----
+
+struct CallFrame {
+  const Module* module;
+  std::string path;  // dotted path in the tree being run; "" for its root
+};
+// The modules being called on this thread, outermost first.
+const std::vector<CallFrame>& call_stack();
+// " (in module blocks.0, Linear)" for the innermost frame; "" outside any module.
+std::string call_context();
+
+namespace detail {
+
+std::string demangle_type_name(const char* mangled);
+// Converts a parameter or buffer in place: `slot`'s TensorImpl takes `converted`'s data, so
+// every handle sharing it sees the new dtype/device.
+void replace_tensor_data(const Tensor& slot, const Tensor& converted);
+
+// Pushes a call frame for `module` after the registration check; pops it on destruction.
+class CallScope {
+ public:
+  explicit CallScope(Module& module);
+  ~CallScope();
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  bool hooked() const { return module_.has_forward_hooks(); }
+  void pre(const std::vector<Tensor>& inputs) { module_.run_pre_hooks(inputs); }
+  void post(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+    module_.run_post_hooks(inputs, outputs);
+  }
+
+ private:
+  Module& module_;
+};
+
+inline void collect_tensors(std::vector<Tensor>& out, const Tensor& t) {
+  out.push_back(t);
+}
+inline void collect_tensors(std::vector<Tensor>& out, const std::vector<Tensor>& ts) {
+  out.insert(out.end(), ts.begin(), ts.end());
+}
+template <class A, class B>
+void collect_tensors(std::vector<Tensor>& out, const std::pair<A, B>& p);
+template <class... Ts>
+void collect_tensors(std::vector<Tensor>& out, const std::tuple<Ts...>& t);
+template <class T>
+void collect_tensors(std::vector<Tensor>&, const T&) {}  // not a tensor: hooks do not see it
+template <class A, class B>
+void collect_tensors(std::vector<Tensor>& out, const std::pair<A, B>& p) {
+  collect_tensors(out, p.first);
+  collect_tensors(out, p.second);
+}
+template <class... Ts>
+void collect_tensors(std::vector<Tensor>& out, const std::tuple<Ts...>& t) {
+  std::apply([&](const auto&... e) { (collect_tensors(out, e), ...); }, t);
+}
+
+}  // namespace detail
+
+namespace detail {
+// Iterates a container's children as shared_ptr<Module> (`for (auto& layer : *blocks)`).
+class ChildIterator {
+ public:
+  using Base = NamedModules::const_iterator;
+  using value_type = std::shared_ptr<Module>;
+  using difference_type = std::ptrdiff_t;
+  using reference = const std::shared_ptr<Module>&;
+  using pointer = const std::shared_ptr<Module>*;
+  using iterator_category = std::forward_iterator_tag;
+  ChildIterator() = default;
+  explicit ChildIterator(Base it) : it_(it) {}
+  reference operator*() const { return it_->second; }
+  pointer operator->() const { return &it_->second; }
+  ChildIterator& operator++() {
+    ++it_;
+    return *this;
+  }
+  ChildIterator operator++(int) {
+    auto old = *this;
+    ++it_;
+    return old;
+  }
+  friend bool operator==(const ChildIterator& a, const ChildIterator& b) = default;
+
+ private:
+  Base it_;
+};
+
+// Casts a container element to the type the caller expects, with an error naming both.
+template <class M>
+ModulePtr<M> cast_child(const std::shared_ptr<Module>& child, const std::string& where) {
+  auto typed = std::dynamic_pointer_cast<M>(child);
+  KILN_CHECK(typed != nullptr, "[", where, "] the element is a ", child->type_name(), ", not a ",
+             demangle_type_name(typeid(M).name()),
+             ". Fix: ask for its real type, or use the untyped accessor (operator[]).");
+  return typed;
+}
+}  // namespace detail
+
+// Calls module.forward(args...) inside a call frame: the way to call a module whose forward
+// takes other arguments than one tensor (`kiln::nn::call(*attn, q, k, v)`).
+template <class M, class... Args>
+decltype(auto) call(M& module, Args&&... args) {
+  static_assert(std::is_base_of_v<Module, M>, "kiln::nn::call: the callee must be a Module");
+  detail::CallScope scope(module);
+  if (!scope.hooked()) return module.forward(std::forward<Args>(args)...);
+  std::vector<Tensor> inputs;
+  (detail::collect_tensors(inputs, args), ...);
+  scope.pre(inputs);
+  using Out = decltype(module.forward(std::forward<Args>(args)...));
+  if constexpr (std::is_void_v<Out>) {
+    module.forward(std::forward<Args>(args)...);
+    scope.post(inputs, {});
+  } else {
+    auto out = module.forward(std::forward<Args>(args)...);
+    std::vector<Tensor> outputs;
+    detail::collect_tensors(outputs, out);
+    scope.post(inputs, outputs);
+    return Out(std::move(out));
+  }
+}
+
+template <class M>
+template <class... Args>
+decltype(auto) ModulePtr<M>::operator()(Args&&... args) const {
+  KILN_CHECK(this->get() != nullptr, "[Module] called an empty ModulePtr<",
+             detail::demangle_type_name(typeid(M).name()),
+             ">. Fix: assign it from register_module(...) before calling it.");
+  return call(**this, std::forward<Args>(args)...);
+}
+
+template <class M>
+auto Module::register_module(const std::string& name, std::shared_ptr<M> child) {
+  static_assert(std::is_base_of_v<Module, M>, "register_module: the child must be a Module");
+  register_module_impl(name, child);
+  return ModulePtr<M>(std::move(child));
+}
+
+}  // namespace kiln::nn
