@@ -2,22 +2,14 @@
 // checks and every error path.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 
 #include "kiln/kiln.h"
 
 namespace kiln {
 namespace {
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 

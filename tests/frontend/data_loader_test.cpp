@@ -1,6 +1,8 @@
 // Tests for kiln::data's seeded permutations, row gathering and DataLoader.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -16,17 +18,6 @@ std::vector<int64_t> iota_vec(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), int64_t{0});
   return v;
-}
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return "";
 }
 
 TEST(RandomPermutation, IsAPermutationAndRepeatsForASeed) {

@@ -3,6 +3,8 @@
 #include "kiln/data/idx.h"
 
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -82,18 +84,6 @@ class IdxTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-// Runs `fn`, expects a kiln::Error, and returns its message.
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a kiln::Error";
-  return "";
-}
 
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -15,23 +17,6 @@ namespace kiln {
 namespace {
 
 namespace I = kiln::nn::init;
-
-template <class Fn>
-std::string error_of(Fn f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-template <class Fn>
-void expect_error(Fn f, std::initializer_list<const char*> parts) {
-  std::string msg = error_of(f);
-  for (const char* p : parts)
-    EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
-}
 
 struct Stats {
   double mean = 0, std = 0, min = INFINITY, max = -INFINITY;

@@ -4,6 +4,8 @@
 // embedding's padding row, and second derivatives (double backward) by finite differences.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <functional>
 
@@ -14,24 +16,6 @@ namespace kiln {
 namespace {
 
 namespace F = kiln::nn::functional;
-
-template <class Fn>
-std::string error_of(Fn f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-// Expects f to throw a kiln::Error whose message contains every part.
-template <class Fn>
-void expect_error(Fn f, std::initializer_list<const char*> parts) {
-  std::string msg = error_of(f);
-  for (const char* p : parts)
-    EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
-}
 
 std::vector<double> values(const Tensor& t) {
   return t.to_vector<double>();

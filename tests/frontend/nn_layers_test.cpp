@@ -3,6 +3,8 @@
 // gradients reaching the parameters, printouts and every constructor/input error.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,23 +15,6 @@ namespace kiln {
 namespace {
 
 namespace F = kiln::nn::functional;
-
-template <class Fn>
-std::string error_of(Fn f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-template <class Fn>
-void expect_error(Fn f, std::initializer_list<const char*> parts) {
-  std::string msg = error_of(f);
-  for (const char* p : parts)
-    EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
-}
 
 Tensor f64(std::vector<double> v, std::vector<int64_t> shape) {
   return Tensor::from_vector<double>(v, shape);

@@ -4,6 +4,8 @@
 // modules, the opt-out) and PyTorch-style printing.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <string>
 #include <vector>
 
@@ -15,23 +17,6 @@ namespace {
 using nn::Linear;
 using nn::Module;
 using nn::ModulePtr;
-
-template <class Fn>
-std::string error_of(Fn f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-template <class Fn>
-void expect_error(Fn f, std::initializer_list<const char*> parts) {
-  std::string msg = error_of(f);
-  for (const char* p : parts)
-    EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
-}
 
 std::vector<std::string> keys(const nn::NamedTensors& named) {
   std::vector<std::string> out;

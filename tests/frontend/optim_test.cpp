@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <functional>
 #include <numbers>
@@ -17,23 +19,6 @@ namespace kiln {
 namespace {
 
 using namespace kiln::optim;
-
-template <class Fn>
-std::string error_of(Fn f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-template <class Fn>
-void expect_error(Fn f, std::initializer_list<const char*> parts) {
-  std::string msg = error_of(f);
-  for (const char* p : parts)
-    EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
-}
 
 // ---------------------------------------------------------------- reference updates
 // A fixed gradient that also depends on the parameter (like a real loss would), so weight

@@ -3,6 +3,8 @@
 // gradient, and the layout errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "harness.h"
 #include "kiln/ops/layout.h"
 
@@ -353,17 +355,6 @@ Register as_strided_cases({
 });
 
 // ---- behaviour the table cannot express ----
-
-void expect_error(const std::function<void()>& f, std::vector<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a kiln::Error containing '" << parts[0] << "'";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 TEST(Layout, SplitAndChunkShapes) {
   Tensor x = kiln::arange(10).reshape({10, 1});

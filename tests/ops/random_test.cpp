@@ -3,6 +3,8 @@
 // thread-count independence, sample statistics, and errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 
 #include "harness.h"
@@ -317,17 +319,6 @@ TEST(Random, RandomOpsAreNotDifferentiableAndHonourOptions) {
 }
 
 // ---- errors ----
-
-void expect_error(const std::function<void()>& f, std::vector<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a kiln::Error containing '" << parts[0] << "'";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 TEST(RandomErrors, Messages) {
   expect_error([] { kiln::randint(5, 5, {2}); }, {"[randint]", "low < high", "low = 5", "Fix:"});

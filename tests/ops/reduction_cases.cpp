@@ -2,6 +2,8 @@
 // composites mean, std, logsumexp, argmax/argmin), plus their edge cases and errors.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <limits>
 
@@ -527,17 +529,6 @@ TEST(Reductions, MaxDimOverLongRowsFindsFirstWinnerInEveryLane) {
 }
 
 // ---- errors: each names the op, what it expected, what it got, and a fix ----
-
-void expect_error(const std::function<void()>& f, std::vector<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a kiln::Error containing '" << parts[0] << "'";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
 
 TEST(ReductionErrors, MaxOfEmptyTensor) {
   Tensor e = kiln::zeros({0, 3});

@@ -1,6 +1,8 @@
 // Tensor metadata, views, element access, printing, dtypes and type promotion.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <cmath>
 
 #include "kiln/allocator.h"
@@ -8,16 +10,6 @@
 
 namespace kiln {
 namespace {
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(Tensor, FromVectorAndAccess) {
   Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});

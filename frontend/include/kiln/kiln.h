@@ -10,6 +10,8 @@
 #include "kiln/nn/init.h"
 #include "kiln/nn/utils.h"
 #include "kiln/optim.h"
+#include "kiln/serialize/json.h"
+#include "kiln/serialize/safetensors.h"
 #include "kiln/tensor.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/factory.h"

@@ -1,0 +1,33 @@
+// Helpers shared by the test suites: checking kiln::Error messages.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+// The message of the kiln::Error that f throws, or a marker no check will find.
+template <class Fn>
+std::string error_of(Fn&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no kiln::Error was thrown>";
+}
+
+// Expects f to throw a kiln::Error whose message contains every part.
+template <class Fn>
+void expect_error(Fn&& f, std::initializer_list<std::string_view> parts) {
+  std::string msg = error_of(f);
+  for (std::string_view p : parts)
+    EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
+}
+
+}  // namespace kiln
