@@ -3,6 +3,10 @@
 // splits the work (batches, or row blocks of one large product), so the cores are never
 // shared by two thread pools.
 #include <cblas.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels.h"
 #include "kiln/ops/linalg.h"
@@ -148,9 +152,35 @@ void matmul_kernel(KernelCall& c) {
   });
 }
 
+// OpenBLAS 0.3.21 (Debian 12) does not know recent CPUs (e.g. Emerald Rapids) and falls
+// back to its Prescott kernels: sgemm 1024^3 then runs at ~10 GFLOP/s instead of ~140
+// (measured, docs/perf.md). When the chosen core predates AVX2 but the CPU has AVX-512 or
+// AVX2, re-run OpenBLAS's dynamic-arch selection with the matching core type. The two
+// entry points are looked up at run time, so a non-dynamic OpenBLAS build is left alone,
+// and an OPENBLAS_CORETYPE set by the user always wins.
+void select_openblas_core() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
+  const char* core = openblas_get_corename();
+  bool generic = core && (std::strcmp(core, "Prescott") == 0 || std::strcmp(core, "Core2") == 0 ||
+                          std::strcmp(core, "Nehalem") == 0 || std::strcmp(core, "Unknown") == 0);
+  if (!generic) return;
+  const char* wanted = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                           ? "SkylakeX"
+                           : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : nullptr);
+  if (!wanted) return;
+  auto quit = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  auto init = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (!quit || !init) return;
+  setenv("OPENBLAS_CORETYPE", wanted, 0);
+  quit();
+  init();
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
 }  // namespace
 
 void register_linalg_kernels() {
+  select_openblas_core();
   openblas_set_num_threads(1);  // kiln's pool owns the cores
   ops::matmul.kernels[static_cast<size_t>(DeviceType::CPU)] = matmul_kernel;
 }
