@@ -9,16 +9,21 @@ thread_local bool tls_grad_mode = true;
 AutogradHook g_autograd_hook = nullptr;
 ConcretizationHook g_concretization_hook = nullptr;
 
+// Out of line, so the eager path's input check stays small.
+[[gnu::cold, gnu::noinline]] void refuse_symbolic_input(const OpDef& op, size_t i, const Tensor& t) {
+  // An uninitialized parameter or a shape-only result explains itself.
+  t.impl()->symbolic->check_data_read(("the " + op.name + " kernel").c_str(), SourceLoc());
+  KILN_FAIL("[", op.name, "] input ", i, " is a symbolic tensor from a trace that has ended. "
+            "Fix: do not keep tensors created inside a traced forward (e.g. in a member "
+            "variable) and use them afterwards.");
+}
+
 void check_inputs(const OpDef& op, TensorSpan inputs) {
   const Tensor* first = nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined()) continue;
-    if (t.is_symbolic()) [[unlikely]] {
-      KILN_FAIL("[", op.name, "] input ", i, " is a symbolic tensor from a trace that has ended. "
-                "Fix: do not keep tensors created inside a traced forward (e.g. in a member "
-                "variable) and use them afterwards.");
-    }
+    if (t.is_symbolic()) [[unlikely]] refuse_symbolic_input(op, i, t);
     if (!first) {
       first = &t;
     } else if (!(t.device() == first->device())) [[unlikely]] {
@@ -78,11 +83,11 @@ Tensor dispatch1(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
   return std::move(out[0]);
 }
 
-void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& self) {
-  TensorTypes types = infer_types(op, inputs, attrs);
-  KILN_CHECK(!tls_interceptor && !self.is_symbolic(), "[", op.name, "_] in-place ops cannot be "
-             "traced yet. Fix: use the out-of-place form.");
-  check_inputs(op, inputs);
+namespace {
+
+// The result `types` must fit `self` exactly: in-place ops cannot grow or convert their target.
+[[gnu::always_inline]] inline void check_into(const OpDef& op, const TensorTypes& types,
+                                              const Tensor& self) {
   KILN_CHECK(types.size() == 1 && !op.kernel_makes_outputs, "[", op.name, "] has no in-place form.");
   KILN_CHECK(types[0].shape == Shape(self.sizes()), "[", op.name, "_] the result has shape ",
              shape_str(types[0].shape), " but the tensor written in place has shape ",
@@ -90,6 +95,34 @@ void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const
              "out-of-place form.");
   KILN_CHECK(types[0].dtype == self.dtype(), "[", op.name, "_] the result is ", types[0].dtype,
              " but the tensor written in place is ", self.dtype(), ". Fix: use the out-of-place form.");
+}
+
+// Under an interceptor or into a symbolic tensor. A shape-only pass writes nothing (its
+// tensors have no data), so the checks are all there is to do; anything else is refused.
+[[gnu::noinline]] void dispatch_into_symbolic(const OpDef& op, const TensorTypes& types,
+                                              const Tensor& self) {
+  if (self.is_symbolic()) self.impl()->symbolic->check_shape_read("sizes()");
+  bool noop = tls_interceptor && self.is_symbolic() && self.impl()->symbolic->inplace_write_is_noop();
+  KILN_CHECK(noop, "[", op.name, "_] in-place ops cannot run ",
+             tls_interceptor ? "under a trace or a shape-only pass (Module::build, nn::summary) "
+                               "when they write a tensor that existed before it (a parameter "
+                               "or buffer)"
+                             : "on a symbolic tensor outside the trace that made it",
+             ". Fix: use the out-of-place form (x = x + y instead of x.add_(y)), or skip "
+             "the update in that pass.");
+  check_into(op, types, self);
+}
+
+}  // namespace
+
+void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& self) {
+  TensorTypes types = infer_types(op, inputs, attrs);
+  if (tls_interceptor || self.is_symbolic()) [[unlikely]] {
+    dispatch_into_symbolic(op, types, self);
+    return;
+  }
+  check_inputs(op, inputs);
+  check_into(op, types, self);
   KernelFn kernel = op.kernels[static_cast<size_t>(self.device().type)];
   KILN_CHECK(kernel, "[", op.name, "] has no kernel for device ", self.device(), ".");
   Tensor out = self;
@@ -114,6 +147,7 @@ void set_grad_mode(bool enabled) { tls_grad_mode = enabled; }
 void set_concretization_hook(ConcretizationHook hook) { g_concretization_hook = hook; }
 
 void concretize(const Tensor& t, const char* what, SourceLoc loc) {
+  if (t.is_symbolic()) t.impl()->symbolic->check_data_read(what, loc);
   if (g_concretization_hook) g_concretization_hook(t, what, loc);
   KILN_CHECK(!t.is_symbolic(), "Tensor::", what, " read the data of a symbolic tensor at ",
              loc.file_name(), ":", loc.line(), ", but symbolic tensors have no data.");

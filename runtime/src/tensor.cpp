@@ -97,7 +97,10 @@ Tensor Tensor::alias(IntList sizes, IntList strides, int64_t offset) const {
   return Tensor(std::move(impl));
 }
 
+void Tensor::symbolic_shape_read(const char* what) const { impl_->symbolic->check_shape_read(what); }
+
 int64_t Tensor::size(int64_t d) const {
+  check_shape_read("size()");
   return impl_->sizes[static_cast<size_t>(wrap_dim(d, dim(), "size"))];
 }
 
@@ -260,7 +263,8 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream os;
   if (is_symbolic()) {
-    os << "tensor(<symbolic " << type_str() << ">)";
+    std::string described = impl_->symbolic->describe();
+    os << "tensor(<" << (described.empty() ? "symbolic " + type_str() : described) << ">)";
     return os.str();
   }
   std::vector<double> values = to_vector<double>();

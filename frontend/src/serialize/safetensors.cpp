@@ -102,6 +102,14 @@ Prepared prepare(const NamedTensors& tensors, const std::map<std::string, std::s
                " is not valid UTF-8. Fix: use UTF-8 names.");
     KILN_CHECK(t.defined(), "[", op, "] tensor \"", name,
                "\" is undefined (a default-constructed Tensor). Fix: pass a tensor with data.");
+    if (t.is_symbolic()) {
+      // An uninitialized lazy parameter explains itself (and names the remedy).
+      try {
+        t.impl()->symbolic->check_data_read("saving", SourceLoc::current());
+      } catch (const Error& e) {
+        KILN_FAIL("[", op, "] tensor \"", name, "\": ", e.what());
+      }
+    }
     KILN_CHECK(!t.is_symbolic(), "[", op, "] tensor \"", name,
                "\" is symbolic (it stands for a value inside a trace) and has no data. Fix: "
                "save concrete tensors, outside kiln::compile tracing.");

@@ -40,10 +40,30 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
 };
 
-// Set by the tracer for tensors that stand for values of a graph being recorded; they
-// have no storage. The runtime only checks for its presence.
+// Where a host read of a tensor's data came from, for graph-break diagnostics.
+using SourceLoc = std::source_location;
+
+// Set on tensors that have no storage: values of a graph being recorded (the tracer),
+// results of a shape-only pass (Module::build, nn::summary), and the parameters of lazy
+// layers before their first forward. The virtual checks let each kind refuse what it
+// cannot answer; the tensor accessors call them only when `symbolic` is set, so ordinary
+// tensors pay one predictable branch.
 struct SymbolicInfo {
   virtual ~SymbolicInfo() = default;
+  // A shape accessor (`what`: "sizes()", "numel()", ...) was called. Allowed by default:
+  // symbolic tensors have shapes. An uninitialized parameter throws.
+  virtual void check_shape_read(const char* what) const { (void)what; }
+  // The data was asked for (item(), data_ptr(), to_vector(), an eager kernel's input; loc
+  // is empty for the latter). Runs before the concretization hook; nothing by default.
+  virtual void check_data_read(const char* what, SourceLoc loc) const {
+    (void)what;
+    (void)loc;
+  }
+  // True when an in-place op writing this tensor under an interceptor only needs its
+  // checks (a shape-only pass has no data to write). False: refused, as today.
+  virtual bool inplace_write_is_noop() const { return false; }
+  // The printout inside "tensor(<...>)"; empty: "symbolic float32[2, 3]".
+  virtual std::string describe() const { return {}; }
 };
 
 struct TensorImpl {
@@ -63,9 +83,6 @@ struct TensorImpl {
     return *autograd;
   }
 };
-
-// Where a host read of a tensor's data came from, for graph-break diagnostics.
-using SourceLoc = std::source_location;
 
 class Tensor {
  public:
@@ -92,13 +109,25 @@ class Tensor {
   explicit operator bool() const = delete;  // ambiguous for tensors; use defined() or item()
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
-  int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
-  IntList sizes() const { return impl_->sizes; }
+  [[gnu::always_inline]] int64_t dim() const {
+    check_shape_read("dim()");
+    return static_cast<int64_t>(impl_->sizes.size());
+  }
+  [[gnu::always_inline]] IntList sizes() const {
+    check_shape_read("sizes()");
+    return impl_->sizes;
+  }
   IntList strides() const { return impl_->strides; }
-  Shape shape() const { return impl_->sizes; }
+  [[gnu::always_inline]] Shape shape() const {
+    check_shape_read("shape()");
+    return impl_->sizes;
+  }
   int64_t size(int64_t d) const;
   int64_t stride(int64_t d) const;
-  int64_t numel() const { return kiln::numel(impl_->sizes); }
+  [[gnu::always_inline]] int64_t numel() const {
+    check_shape_read("numel()");
+    return kiln::numel(impl_->sizes);
+  }
   int64_t storage_offset() const { return impl_->offset; }
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->device; }
@@ -200,6 +229,16 @@ class Tensor {
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
 
  private:
+  // Lets a symbolic tensor refuse a shape read (an uninitialized parameter has no shape).
+  // The call is out of line and the accessors are forced inline (the cold call would tip
+  // GCC into outlining numel()), so each read adds a load and a branch. strides() is not
+  // checked: it is read by kernels, after the shape.
+  [[gnu::always_inline]] void check_shape_read(const char* what) const {
+    if (impl_->symbolic) [[unlikely]]
+      symbolic_shape_read(what);
+  }
+  [[gnu::cold]] void symbolic_shape_read(const char* what) const;
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

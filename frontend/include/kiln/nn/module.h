@@ -40,6 +40,12 @@ class Module;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>>;
 
+// What a non-strict load_state_dict() could not match (PyTorch's _IncompatibleKeys).
+struct LoadStateDictResult {
+  std::vector<std::string> missing_keys;     // in the module, absent from the state dict
+  std::vector<std::string> unexpected_keys;  // in the state dict, absent from the module
+};
+
 // Hooks observe a call; they run inside the module's call frame. `inputs` / `outputs` are the
 // Tensor arguments / results of the call (a std::vector<Tensor>, std::pair or std::tuple of
 // tensors is flattened; other arguments are not shown).
@@ -146,6 +152,23 @@ class Module {
   // Sets requires_grad on every parameter (false freezes the module; frozen parameters stay
   // registered, move with to() and stay in the state dict).
   Module& requires_grad_(bool requires_grad = true);
+
+  // ---- checkpoints (state_dict.cpp) ----
+  // Every parameter and persistent buffer by dotted path, in registration order; a tensor
+  // shared by two paths (tied weights) appears under both. The tensors are the module's own
+  // (detached handles sharing storage), not copies.
+  NamedTensors state_dict() const;
+  // Copies `state` into the parameters and buffers (keeping every handle valid, so tied
+  // weights stay tied and optimizers keep working). strict: any missing or unexpected key
+  // or shape mismatch throws one error listing all of them, before anything is changed.
+  // Not strict: shape mismatches still throw; missing and unexpected keys are returned.
+  LoadStateDictResult load_state_dict(const NamedTensors& state, bool strict = true);
+
+  // ---- lazy layers (build.cpp) ----
+  // Materializes every lazy layer without real data (Keras's build((None, 20))): runs one
+  // shape-only forward on inputs of these shapes (-1 in the leading dim means "any batch"),
+  // drawing the same random values a dry run would. One shape per forward input.
+  Module& build(const std::vector<Shape>& input_shapes, DType dtype = DType::Float32);
 
   // ---- hooks ----
   HookHandle register_forward_pre_hook(ForwardPreHook hook);
