@@ -1,5 +1,5 @@
 // kiln::nn::functional: the neural-network functions (softmax, losses, convolution,
-// pooling, normalization, dropout, embedding, pad, one_hot) with torch.nn.functional's
+// pooling, normalization, dropout, embedding, pad, one_hot, attention) with torch.nn.functional's
 // argument names, defaults and numerics. Window parameters (kernel_size, stride, padding,
 // dilation) take one value for both spatial dims or two (height, width).
 //
@@ -130,5 +130,19 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
 // before and 2 after; {1, 1, 2, 2} also pads the dim before it by 2. Negative amounts crop
 // (constant mode). mode: "constant" (fill `value`), "reflect", "replicate", "circular".
 Tensor pad(const Tensor& x, IntList pad, const std::string& mode = "constant", double value = 0);
+
+// ---- attention ----
+
+// softmax(query key^T * scale + mask) value, as torch.nn.functional.scaled_dot_product_attention:
+// query [..., L, E], key [..., S, E], value [..., S, Ev] (batch dims broadcast) -> [..., L, Ev].
+// attn_mask broadcasts to [..., L, S]; bool: true means "may attend" (the opposite of
+// MultiheadAttention's masks); floating: added to the scores. is_causal: query i attends to
+// keys 0..i (then attn_mask must be undefined). dropout_p drops attention weights (always, as
+// in PyTorch: pass 0 at inference). scale defaults to 1 / sqrt(E). A query row whose keys are
+// all masked gives zeros (PyTorch's safe softmax), with zero gradients.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 }  // namespace kiln::nn::functional

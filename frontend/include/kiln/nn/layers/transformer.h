@@ -1,0 +1,85 @@
+// nn::TransformerEncoderLayer and nn::TransformerEncoder: PyTorch's modules with the same
+// children (self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2; layers.0..
+// N-1 and an optional norm), so PyTorch state dicts load by key.
+//
+//   auto layer = std::make_shared<nn::TransformerEncoderLayer>(
+//       512, 8, nn::TransformerEncoderLayerOptions{.dropout = 0.1, .batch_first = true});
+//   nn::TransformerEncoder encoder(layer, 6, std::make_shared<nn::LayerNorm>(512));
+//   Tensor y = nn::call(encoder, x, Tensor(), padding);  // or encoder(x) without masks
+//
+// Differences from PyTorch: no fast path (the nested-tensor inference kernels of eval mode,
+// which also write 0 at padded positions instead of their computed values); activation is a
+// name, not a callable.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kiln/nn/layers/dropout.h"
+#include "kiln/nn/layers/layer_norm.h"
+#include "kiln/nn/layers/linear.h"
+#include "kiln/nn/layers/multihead_attention.h"
+#include "kiln/nn/module.h"
+#include "kiln/nn/module_list.h"
+
+namespace kiln::nn {
+
+struct TransformerEncoderLayerOptions {
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // "relu" or "gelu" (the exact erf form)
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;  // pre-norm (x + sa(norm1(x))) instead of post-norm
+  bool bias = true;         // of the linear layers, the attention and the layer norms
+};
+
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead,
+                          TransformerEncoderLayerOptions options = {});
+
+  // src [S, N, E] ([N, S, E] with batch_first; [S, E] unbatched); src_mask [S, S] or
+  // [N * nhead, S, S] and src_key_padding_mask [N, S] as MultiheadAttention's attn_mask and
+  // key_padding_mask (bool: true = masked); is_causal applies the causal mask.
+  Tensor forward(const Tensor& src, const Tensor& src_mask,
+                 const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false);
+  // Without masks (operator(), Sequential).
+  Tensor forward(const Tensor& src) override;
+
+  int64_t d_model;
+  int64_t nhead;
+  TransformerEncoderLayerOptions options;
+  ModulePtr<MultiheadAttention> self_attn;
+  ModulePtr<Linear> linear1;
+  ModulePtr<Dropout> dropout;
+  ModulePtr<Linear> linear2;
+  ModulePtr<LayerNorm> norm1;
+  ModulePtr<LayerNorm> norm2;
+  ModulePtr<Dropout> dropout1;
+  ModulePtr<Dropout> dropout2;
+
+ private:
+  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& padding,
+                              bool is_causal);
+  Tensor feed_forward_block(const Tensor& x);
+};
+
+class TransformerEncoder : public Module {
+ public:
+  // num_layers copies of encoder_layer (same options, same initial weights, as PyTorch's
+  // deep copies); `norm` (e.g. a LayerNorm) runs after the last layer when given.
+  TransformerEncoder(const std::shared_ptr<TransformerEncoderLayer>& encoder_layer,
+                     int64_t num_layers, std::shared_ptr<Module> norm = nullptr);
+
+  // The masks go to every layer, as in TransformerEncoderLayer::forward.
+  Tensor forward(const Tensor& src, const Tensor& mask,
+                 const Tensor& src_key_padding_mask = Tensor(), bool is_causal = false);
+  Tensor forward(const Tensor& src) override;
+
+  int64_t num_layers;
+  ModulePtr<ModuleList> layers;
+  ModulePtr<Module> norm;  // empty when not given (no "norm" keys in the state dict)
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,202 @@
+// Numerical parity with PyTorch: each tests/data/parity/<case>.safetensors (written by
+// tests/data/parity/make_parity.py) holds a PyTorch module's state dict, inputs, outputs, the
+// weights of a fixed scalar loss and its gradients. The kiln module loads the state dict by
+// PyTorch's key names, runs forward and backward in float32, and every output, gradient and
+// updated buffer must match to 1e-5 (max abs error).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/autograd.h"
+#include "kiln/nn/layers/batch_norm.h"
+#include "kiln/nn/layers/conv.h"
+#include "kiln/nn/layers/layer_norm.h"
+#include "kiln/nn/layers/linear.h"
+#include "kiln/nn/layers/multihead_attention.h"
+#include "kiln/nn/layers/transformer.h"
+#include "kiln/nn/module.h"
+#include "kiln/serialize/safetensors.h"
+#include "kiln/tensor_ops/elementwise.h"
+
+namespace kiln {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+std::string parity_file(const std::string& name) {
+  const char* dir = std::getenv("KILN_TEST_DATA");
+  return std::string(dir ? dir : "tests/data") + "/parity/" + name + ".safetensors";
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The largest |a - b|; infinity when the shapes differ.
+double max_abs_error(const Tensor& got, const Tensor& want) {
+  if (Shape(got.sizes()) != Shape(want.sizes())) return INFINITY;
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double err = 0;
+  for (size_t i = 0; i < g.size(); ++i) err = std::max(err, std::abs(g[i] - w[i]));
+  return err;
+}
+
+using Inputs = std::map<std::string, Tensor>;
+using Outputs = std::vector<std::pair<std::string, Tensor>>;
+
+// Loads `name`, copies its param.* entries into `module` by key, runs `forward` on its input.*
+// tensors, backpropagates sum(output * loss_weight) and compares everything.
+void check_parity(const std::string& name, nn::Module& module,
+                  const std::function<Outputs(const Inputs&)>& forward) {
+  SafetensorsFile file = load_safetensors(parity_file(name));
+  auto want = [&](const std::string& key) -> const Tensor& {
+    const Tensor* t = file.find(key);
+    if (t == nullptr) throw std::runtime_error(name + " has no tensor " + key);
+    return *t;
+  };
+  nn::NamedTensors state;
+  Inputs inputs;
+  for (const auto& [key, t] : file.tensors) {
+    if (starts_with(key, "param.")) state.emplace_back(key.substr(6), t);
+    if (starts_with(key, "input.")) {
+      Tensor in = t.clone();
+      if (file.find("grad." + key) != nullptr) in.requires_grad_(true);
+      inputs.emplace(key.substr(6), in);
+    }
+  }
+  module.load_state_dict(state, /*strict=*/true);
+
+  double out_err = 0, grad_err = 0, buffer_err = 0;
+  bool has_buffers = false;
+  auto check = [&](const std::string& what, const Tensor& got, const Tensor& expected,
+                   double& worst) {
+    ASSERT_TRUE(got.defined()) << name << ": kiln has no " << what;
+    double err = max_abs_error(got, expected);
+    EXPECT_LE(err, kTolerance) << name << ": " << what << " " << got.type_str() << " vs PyTorch "
+                               << expected.type_str();
+    worst = std::max(worst, err);
+  };
+  Outputs outputs = forward(inputs);
+  Tensor loss;
+  for (const auto& [key, out] : outputs) {
+    check("output " + key, out, want("output." + key), out_err);
+    Tensor term = (out * want("loss_weight." + key)).sum();
+    loss = loss.defined() ? loss + term : term;
+  }
+  loss.backward();
+
+  std::map<std::string, Tensor> params, buffers;
+  for (auto& [key, p] : module.named_parameters()) params.emplace(key, p);
+  for (auto& [key, b] : module.named_buffers()) buffers.emplace(key, b);
+  size_t param_grads = 0;
+  for (const auto& [key, t] : file.tensors) {
+    if (starts_with(key, "grad.input.")) {
+      check("gradient of input " + key.substr(11), inputs.at(key.substr(11)).grad(), t, grad_err);
+    } else if (starts_with(key, "grad.param.")) {
+      ++param_grads;
+      auto it = params.find(key.substr(11));
+      ASSERT_NE(it, params.end()) << name << ": kiln has no parameter " << key.substr(11);
+      check("gradient of " + key.substr(11), it->second.grad(), t, grad_err);
+    } else if (starts_with(key, "buffer_after.")) {
+      has_buffers = true;
+      auto it = buffers.find(key.substr(13));
+      ASSERT_NE(it, buffers.end()) << name << ": kiln has no buffer " << key.substr(13);
+      check("buffer " + key.substr(13), it->second, t, buffer_err);
+    }
+  }
+  EXPECT_EQ(param_grads, params.size()) << name << ": every parameter's gradient is checked";
+  std::cout << "[parity] " << name << ": max abs error output " << out_err << ", gradients "
+            << grad_err;
+  if (has_buffers) std::cout << ", updated buffers " << buffer_err;
+  std::cout << "\n";
+}
+
+Outputs single(nn::Module& m, const Inputs& in) {
+  return {{"y", m(in.at("x"))}};
+}
+
+TEST(Parity, Linear) {
+  nn::Linear fc(5, 3);
+  check_parity("linear", fc, [&](const Inputs& in) { return single(fc, in); });
+}
+
+TEST(Parity, Conv2dStridePadding) {
+  nn::Conv2d conv(3, 4, {3, 2}, {.stride = {2, 1}, .padding = {1, 1}});
+  check_parity("conv2d", conv, [&](const Inputs& in) { return single(conv, in); });
+}
+
+TEST(Parity, BatchNorm2dTrainUpdatesRunningStats) {
+  nn::BatchNorm2d bn(3);
+  check_parity("batchnorm2d_train", bn, [&](const Inputs& in) { return single(bn, in); });
+}
+
+TEST(Parity, BatchNorm2dEval) {
+  nn::BatchNorm2d bn(3);
+  bn.eval();
+  check_parity("batchnorm2d_eval", bn, [&](const Inputs& in) { return single(bn, in); });
+}
+
+TEST(Parity, LayerNorm) {
+  nn::LayerNorm ln(std::vector<int64_t>{4, 5});
+  check_parity("layernorm", ln, [&](const Inputs& in) { return single(ln, in); });
+}
+
+TEST(Parity, MultiheadAttentionKeyPadding) {
+  nn::MultiheadAttention attn(8, 2);
+  check_parity("mha_padding", attn, [&](const Inputs& in) {
+    auto [out, weights] =
+        nn::call(attn, in.at("query"), in.at("key"), in.at("value"),
+                 nn::MhaCallOptions{.key_padding_mask = in.at("key_padding_mask")});
+    return Outputs{{"out", out}, {"weights", weights}};
+  });
+}
+
+TEST(Parity, MultiheadAttentionCausalBatchFirst) {
+  nn::MultiheadAttention attn(8, 2, {.batch_first = true});
+  check_parity("mha_causal", attn, [&](const Inputs& in) {
+    const Tensor& x = in.at("x");
+    auto [out, weights] = nn::call(
+        attn, x, x, x,
+        nn::MhaCallOptions{.attn_mask = in.at("attn_mask"), .average_attn_weights = false});
+    return Outputs{{"out", out}, {"weights", weights}};
+  });
+}
+
+void check_encoder_layer(bool norm_first, const std::string& activation) {
+  nn::TransformerEncoderLayer layer(8, 2,
+                                    {.dim_feedforward = 16,
+                                     .dropout = 0.0,
+                                     .activation = activation,
+                                     .batch_first = true,
+                                     .norm_first = norm_first});
+  std::string name = std::string("encoder_layer_") + (norm_first ? "pre_" : "post_") + activation;
+  check_parity(name, layer, [&](const Inputs& in) {
+    return Outputs{{"y", nn::call(layer, in.at("src"), in.at("src_mask"),
+                                  in.at("src_key_padding_mask"), /*is_causal=*/true)}};
+  });
+}
+
+TEST(Parity, TransformerEncoderLayerPostNormRelu) {
+  check_encoder_layer(false, "relu");
+}
+TEST(Parity, TransformerEncoderLayerPostNormGelu) {
+  check_encoder_layer(false, "gelu");
+}
+TEST(Parity, TransformerEncoderLayerPreNormRelu) {
+  check_encoder_layer(true, "relu");
+}
+TEST(Parity, TransformerEncoderLayerPreNormGelu) {
+  check_encoder_layer(true, "gelu");
+}
+
+}  // namespace
+}  // namespace kiln
