@@ -45,7 +45,7 @@ case "$cmd" in
       shift
       configure_and_build build-sanitize -DKILN_SANITIZE=ON
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        ctest --test-dir build-sanitize --output-on-failure "$@"
+        KILN_SKIP_SLOW=1 ctest --test-dir build-sanitize --output-on-failure "$@"
     else
       configure_and_build build
       ctest --test-dir build --output-on-failure "$@"

@@ -2,14 +2,18 @@
 #pragma once
 
 #include "kiln/autograd.h"
+#include "kiln/data/idx.h"
+#include "kiln/data/loader.h"
 #include "kiln/dispatch.h"
 #include "kiln/generator.h"
 #include "kiln/init.h"
+#include "kiln/models.h"
 #include "kiln/nn.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/utils.h"
 #include "kiln/optim.h"
+#include "kiln/serialize/checkpoint.h"
 #include "kiln/serialize/json.h"
 #include "kiln/serialize/safetensors.h"
 #include "kiln/tensor.h"

@@ -1,6 +1,7 @@
 // kiln::nn: modules (the ownership tree), containers, layers and the functional ops.
 #pragma once
 
+#include "kiln/nn/audit.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/int_arg.h"
 #include "kiln/nn/layers/activation.h"
@@ -11,10 +12,15 @@
 #include "kiln/nn/layers/flatten.h"
 #include "kiln/nn/layers/identity.h"
 #include "kiln/nn/layers/layer_norm.h"
+#include "kiln/nn/layers/lazy_conv.h"
+#include "kiln/nn/layers/lazy_linear.h"
 #include "kiln/nn/layers/linear.h"
+#include "kiln/nn/layers/multihead_attention.h"
 #include "kiln/nn/layers/pooling.h"
+#include "kiln/nn/layers/transformer.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/module_dict.h"
 #include "kiln/nn/module_list.h"
 #include "kiln/nn/parameter_list.h"
 #include "kiln/nn/sequential.h"
+#include "kiln/nn/summary.h"

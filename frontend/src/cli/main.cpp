@@ -12,8 +12,18 @@ namespace {
 void usage(std::ostream& os) {
   os << "usage: kiln <command> [options]\n\n"
         "commands:\n"
-        "  demo [--epochs N] [--hidden N] [--batch N] [--lr X] [--seed N]\n"
-        "       train an MLP on Fashion-MNIST with raw tensors and autograd, print test accuracy\n";
+        "  demo [--epochs N] [--batch N] [--lr X] [--seed N] [--save FILE]\n"
+        "       train FashionMLP on Fashion-MNIST, save it, rebuild it from the file, re-evaluate\n"
+        "  summary --model NAME [--config JSON]\n"
+        "       print the model tree and its layer/shape/parameter table\n"
+        "  train --model NAME [--config JSON] [--epochs N] [--batch N] [--lr X]\n"
+        "        [--weight-decay X] [--seed N] [--max-train N] [--max-test N] [--save FILE]\n"
+        "       train on Fashion-MNIST, print the test accuracy, save a checkpoint with its "
+        "config\n"
+        "  eval --checkpoint FILE [--max-test N]\n"
+        "       rebuild a model from a checkpoint alone and print its test accuracy\n\n"
+        "models: "
+     << kiln::cli::model_names() << "\n";
 }
 
 }  // namespace
@@ -27,6 +37,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (command == "demo") return kiln::cli::run_demo(args);
+    if (command == "summary") return kiln::cli::run_summary(args);
+    if (command == "train") return kiln::cli::run_train(args);
+    if (command == "eval") return kiln::cli::run_eval(args);
     std::cerr << "kiln: unknown command '" << command << "'\n";
     usage(std::cerr);
     return 2;

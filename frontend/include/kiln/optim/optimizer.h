@@ -90,6 +90,9 @@ class Optimizer {
 
 // A group of parameters that share options.
 template <class Options>
+// A group's options are a complete struct: unlike PyTorch's dicts, unset fields take the
+// struct's defaults, not the optimizer's constructor defaults. To change one field of
+// those, copy them: `auto o = defaults; o.lr = 0.5; groups.push_back({params, o});`.
 struct ParamGroup {
   std::vector<Tensor> params;
   Options options;

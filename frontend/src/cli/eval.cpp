@@ -1,0 +1,29 @@
+// `kiln eval --checkpoint FILE`: rebuilds the model from the name and config stored in the
+// checkpoint alone, loads its weights, and prints the test accuracy — exactly the figure
+// `kiln train` printed, because evaluation is deterministic.
+#include <cstdio>
+#include <iostream>
+
+#include "args.h"
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "kiln/models/saved_model.h"
+#include "kiln/models/training.h"
+
+namespace kiln::cli {
+
+int run_eval(const std::vector<std::string>& raw) {
+  Args args("eval", raw, {"checkpoint", "max-test"});
+  KILN_CHECK(args.has("checkpoint"),
+             "--checkpoint FILE is required (a file written "
+             "by `kiln train --save FILE`).");
+  models::SavedModel saved = models::load_model(args.str("checkpoint", ""));
+  std::cout << "model " << saved.name << " " << json::dump(saved.config) << "\n";
+  models::ClassificationData data =
+      models::load_classification_data("", 1, args.integer("max-test", 0));
+  const double accuracy = models::evaluate(*saved.model, data.test_images, data.test_labels);
+  std::printf("test accuracy: %.4f\n", accuracy);
+  return 0;
+}
+
+}  // namespace kiln::cli

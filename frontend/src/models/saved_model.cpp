@@ -1,0 +1,49 @@
+// save_model / load_model: catalog models with their config in the checkpoint.
+#include "kiln/models/saved_model.h"
+
+#include "kiln/models/registry.h"
+#include "kiln/serialize/checkpoint.h"
+
+namespace kiln::models {
+
+void save_model(const nn::Module& model, const std::string& name, const json::Value& config,
+                const std::string& path, const std::map<std::string, std::string>& extra,
+                const std::vector<int64_t>& input_shape) {
+  json::Array shape;
+  for (int64_t d : input_shape) shape.emplace_back(d);
+  json::Object entry;
+  entry.emplace_back("model", name);
+  entry.emplace_back("config", resolve_config(name, config));
+  entry.emplace_back("input_shape", std::move(shape));
+  kiln::save(model, path, json::Value(std::move(entry)), extra);
+}
+
+SavedModel load_model(const std::string& path) {
+  Checkpoint ckpt = load_checkpoint(path);
+  const json::Value& c = ckpt.config;
+  const json::Value* name = c.is_object() ? c.find("model") : nullptr;
+  const json::Value* config = c.is_object() ? c.find("config") : nullptr;
+  KILN_CHECK(name && name->is_string() && config, "[load_model] '", path,
+             "' holds no model name and config (expected a config entry {\"model\": NAME, "
+             "\"config\": {...}} in its metadata, found ",
+             c.is_null() ? "none" : json::dump(c),
+             "). Fix: save it with kiln::models::save_model or `kiln train --save`; a plain state "
+             "dict loads with kiln::load(model, path) into a model you build yourself.");
+  SavedModel saved{name->as_string(), resolve_config(name->as_string(), *config), nullptr,
+                   ckpt.metadata};
+  saved.model = build_model(saved.name, saved.config);
+  if (const json::Value* shape = c.find("input_shape"); shape && shape->is_array()) {
+    Shape batch_shape{-1};
+    for (const json::Value& d : shape->as_array()) {
+      KILN_CHECK(d.is_int(), "[load_model] '", path, "': input_shape must hold integers, found ",
+                 json::dump(*shape), ".");
+      batch_shape.push_back(d.as_int());
+    }
+    // Materializes lazy layers so their weights have shapes to load into; a no-op otherwise.
+    saved.model->build({batch_shape});
+  }
+  saved.model->load_state_dict(ckpt.tensors, /*strict=*/true);
+  return saved;
+}
+
+}  // namespace kiln::models

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The CLI end to end: `kiln summary` prints the tree and table, `kiln train --save` writes a
+# checkpoint, and `kiln eval` rebuilds the model from that file alone and prints exactly the
+# accuracy training printed. Also checks that bad options fail with a message and exit 1/2.
+# Usage: train_eval.sh KILN_BINARY. Exits 77 (skipped) when Fashion-MNIST is not installed.
+set -euo pipefail
+kiln="$1"
+dir="${KILN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$kiln" summary --model residual_mlp > "$tmp/summary.txt"
+grep -q "(stem): Linear(in_features=784, out_features=256, bias=true)" "$tmp/summary.txt" ||
+  fail "summary: tree missing"
+grep -q "Total params: 729,866" "$tmp/summary.txt" || fail "summary: wrong total"
+"$kiln" summary --model residual_mlp --config '{"d_hidden":512,"num_blocks":8}' |
+  grep -q "Total params: 4,609,546" || fail "summary --config: wrong total"
+
+set +e
+"$kiln" summary --model nope 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "unknown model 'nope'" "$tmp/err.txt" || fail "unknown model: rc $rc"
+set +e
+"$kiln" train --model fashion_mlp --epochs zero 2> "$tmp/err.txt"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "\-\-epochs expects an integer, got 'zero'" "$tmp/err.txt" ||
+  fail "bad --epochs: rc $rc"
+
+if [ ! -e "$dir/t10k-labels-idx1-ubyte.gz" ] && [ ! -e "$dir/t10k-labels-idx1-ubyte" ]; then
+  echo "Fashion-MNIST not installed in $dir: skipping train/eval"
+  exit 77
+fi
+for model in fashion_mlp lazy_cnn; do
+  "$kiln" train --model "$model" --epochs 1 --max-train 3000 --max-test 2000 \
+    --save "$tmp/$model.safetensors" > "$tmp/train.txt"
+  "$kiln" eval --checkpoint "$tmp/$model.safetensors" --max-test 2000 > "$tmp/eval.txt"
+  trained="$(grep '^test accuracy: ' "$tmp/train.txt")" || fail "$model: train printed no accuracy"
+  evaluated="$(grep '^test accuracy: ' "$tmp/eval.txt")" || fail "$model: eval printed no accuracy"
+  [ "$trained" = "$evaluated" ] || fail "$model: train said '$trained', eval said '$evaluated'"
+  echo "$model: $trained (train) == $evaluated (eval)"
+done
