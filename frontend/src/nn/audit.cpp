@@ -196,36 +196,6 @@ class ModelSnapshot {
   bool restored_ = false;
 };
 
-// The note for a forward that failed under the op recorder and ran without it. dispatch
-// refuses in-place writes while an interceptor is installed; the error names the op first
-// ("[add_] ...") and the module last (" (in module bn, BatchNorm1d)", call_context()).
-AuditFinding unobserved_note(const std::string& message) {
-  std::string op;
-  if (!message.empty() && message[0] == '[') op = message.substr(1, message.find(']') - 1);
-  if (op == "clone_") op = "copy_/fill_";  // both write through the clone kernel
-  std::string path, type;
-  const std::string in_module = " (in module ", in_root = " (in the root module, ";
-  if (size_t at = message.rfind(in_module); at != std::string::npos) {
-    size_t start = at + in_module.size(), comma = message.find(", ", start);
-    if (comma != std::string::npos) {
-      path = message.substr(start, comma - start);
-      type = message.substr(comma + 2, message.find(')', comma) - comma - 2);
-    }
-  } else if (size_t at = message.rfind(in_root); at != std::string::npos) {
-    size_t start = at + in_root.size();
-    type = message.substr(start, message.find(')', start) - start);
-  }
-  return finding(
-      AuditSeverity::Info, AuditCheck::Coverage, path, type, "", op,
-      "forward could not run under the audit's op recorder (" +
-          (op.empty() ? std::string("an op") : op) +
-          " failed there: the recorder cannot observe in-place writes yet, such as BatchNorm's "
-          "running statistics) and ran without it, so tensors that are not parameters, buffers "
-          "or inputs were not looked for, and gradient findings do not name the module that "
-          "used the tensor. Fix: for the full audit, call model.eval() first (BatchNorm then "
-          "updates no running statistics) and train() after.");
-}
-
 }  // namespace
 
 namespace detail {
@@ -248,16 +218,6 @@ class AuditState final : public DispatchInterceptor {
   }
   ~AuditState() override { grads_.restore(); }
 
-  bool scanning() const { return scanning_; }
-  // After forward failed under the recorder: the next attempt runs forward unobserved.
-  void stop_scanning() {
-    scanning_ = false;
-    ops_ = 0;
-    produced_.clear();
-    uses_.clear();
-    candidates_.clear();
-    candidate_index_.clear();
-  }
   void set_previous(DispatchInterceptor* previous) { previous_ = previous; }
 
   Tensors intercept(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
@@ -283,24 +243,20 @@ class AuditState final : public DispatchInterceptor {
     return outputs;
   }
 
-  // Without the recorder, the leaves forward reached are read from the autograd graph.
-  void collect_graph_leaves(const Tensor& loss) {
-    if (!loss.defined() || !loss.grad_fn()) return;
-    std::vector<autograd::Node*> stack{loss.grad_fn().get()};
-    std::unordered_set<autograd::Node*> seen{stack.back()};
-    while (!stack.empty()) {
-      autograd::Node* node = stack.back();
-      stack.pop_back();
-      auto* op_node = dynamic_cast<autograd::OpNode*>(node);
-      std::string op = op_node ? op_node->op().name : node->name();
-      for (const autograd::Edge& e : node->next_edges) {
-        if (!e.valid() || !seen.insert(e.node.get()).second) continue;
-        if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(e.node.get()))
-          classify(Tensor(acc->leaf()), op);
-        else
-          stack.push_back(e.node.get());
-      }
-    }
+  // In-place writes (BatchNorm's running statistics): the target is read as well as
+  // written, so it is classified like an input; the write runs with the recorder away.
+  bool intercept_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                      const Tensor& self) override {
+    ++ops_;
+    for (const Tensor& t : inputs) classify(t, op.name);
+    classify(self, op.name);
+    struct Reinstall {
+      AuditState* self;
+      ~Reinstall() { set_interceptor(self); }
+    } reinstall{this};
+    set_interceptor(previous_);
+    dispatch_into(op, inputs, attrs, self);
+    return true;
   }
 
   // Call after backward, before the graph is dropped.
@@ -312,7 +268,7 @@ class AuditState final : public DispatchInterceptor {
   }
 
   // Call after the loss, outputs and graph are gone: temporaries made per call have died.
-  AuditReport report(std::optional<AuditFinding> coverage) {
+  AuditReport report() {
     AuditReport r;
     r.model_type = model_.type_name();
     r.ops = ops_;
@@ -354,9 +310,7 @@ class AuditState final : public DispatchInterceptor {
       std::string desc = describe(t);
       std::string text = "parameter " + path + " (" + desc + ") received no gradient: ";
       auto use = uses_.find(t.impl()->storage.get());
-      if (!scanning_) {
-        text += "unused in forward, or detached. Fix: use it in forward";
-      } else if (use == uses_.end()) {
+      if (use == uses_.end()) {
         text += "forward never used it. Fix: use it in forward";
       } else {
         text += "forward used it (" + use->second.op + " in " +
@@ -372,7 +326,6 @@ class AuditState final : public DispatchInterceptor {
     }
 
     add_sharing_findings(modules, module_at, r.findings);
-    if (coverage) r.findings.push_back(std::move(*coverage));
     return r;
   }
 
@@ -415,7 +368,7 @@ class AuditState final : public DispatchInterceptor {
     // parameter (it moves and saves with it).
     Storage* storage = impl->storage.get();
     if (by_impl_.count(impl) || (storage && by_storage_.count(storage))) {
-      if (scanning_ && storage) uses_.try_emplace(storage, Use{op, frame_path(), frame_type()});
+      if (storage) uses_.try_emplace(storage, Use{op, frame_path(), frame_type()});
       return;
     }
     if (storage && input_storages_.count(storage)) return;
@@ -428,10 +381,8 @@ class AuditState final : public DispatchInterceptor {
     c.op = op;
     c.desc = describe(t);
     c.trainable_leaf = t.requires_grad() && t.is_leaf();
-    if (scanning_) {
-      c.path = frame_path();
-      c.type = frame_type();
-    }
+    c.path = frame_path();
+    c.type = frame_type();
     candidate_index_[impl] = candidates_.size();
     candidates_.push_back(std::move(c));
     if (candidates_.back().trainable_leaf) grads_.save(t);
@@ -558,7 +509,6 @@ class AuditState final : public DispatchInterceptor {
 
   Module& model_;
   DispatchInterceptor* previous_ = nullptr;
-  bool scanning_ = true;
   int64_t ops_ = 0;
   std::unordered_map<const TensorImpl*, Registration> by_impl_;
   std::unordered_map<const Storage*, Registration> by_storage_;
@@ -575,7 +525,6 @@ class AuditState final : public DispatchInterceptor {
 };
 
 AuditForwardScope::AuditForwardScope(AuditState& state) : state_(state) {
-  if (!state_.scanning()) return;
   previous_ = set_interceptor(&state_);
   state_.set_previous(previous_);
   installed_ = true;
@@ -625,26 +574,12 @@ AuditReport run_audit(Module& model, std::vector<Tensor> inputs, const AuditStep
   EnableGradGuard enable_grad;  // the audit is about training: gradients are always recorded
   AuditState state(model, inputs);
 
-  std::optional<AuditFinding> coverage;
-  Tensor loss;
-  try {
-    loss = step(state);
-  } catch (const Error& e) {
-    // dispatch refuses in-place writes while the recorder is installed (before writing
-    // anything). Forward runs again without it, from the same state: if it fails again, the
-    // error is forward's own and propagates; if not, the note says what was not checked.
-    if (!state.scanning()) throw;
-    coverage = unobserved_note(e.what());
-    snapshot.restore_buffers();
-    state.stop_scanning();
-    loss = step(state);
-  }
-  if (!state.scanning()) state.collect_graph_leaves(loss);
+  Tensor loss = step(state);
   // retain_graph: a member tensor with history from outside this forward keeps it intact.
   if (loss.requires_grad()) loss.backward(Tensor(), /*retain_graph=*/true);
   state.read_gradients();
   loss = Tensor();  // frees the graph, so per-call tensors die before the liveness check
-  AuditReport report = state.report(std::move(coverage));
+  AuditReport report = state.report();
   snapshot.restore();
   return report;
 }

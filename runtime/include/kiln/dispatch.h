@@ -25,6 +25,13 @@ class DispatchInterceptor {
   virtual ~DispatchInterceptor() = default;
   virtual Tensors intercept(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                             TensorTypes&& output_types) = 0;
+  // An in-place write into a concrete tensor (add_, copy_, fill_: BatchNorm's running
+  // statistics). Return true when handled (e.g. observed, then run with the interceptor
+  // out of the way); false, the default, refuses it as a trace must for now.
+  virtual bool intercept_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
+                              const Tensor& self) {
+    return false;
+  }
 };
 DispatchInterceptor* current_interceptor();
 // Returns the previous interceptor so installs can nest.

@@ -25,12 +25,8 @@
 // (audit then rethrows). Parameter values are not copied: forward must not write them.
 //
 // Limits: tensors passed inside argument types other than Tensor, std::vector<Tensor>,
-// std::pair and std::tuple are not recognized as inputs. The op recorder cannot observe
-// in-place writes yet (dispatch refuses them while an interceptor is installed): when forward
-// fails under the recorder, it runs again without it (a forward that fails on its own thus
-// runs twice before audit rethrows); the scan for plain tensor members is then skipped and a
-// note says so. BatchNorm in training mode is the usual case: audit in eval() mode for the
-// full scan.
+// std::pair and std::tuple are not recognized as inputs. In-place writes (BatchNorm's running
+// statistics in training mode) are observed like any op: the tensor written counts as used.
 #pragma once
 
 #include <concepts>
@@ -60,12 +56,11 @@ enum class AuditCheck : uint8_t {
   NoGradient,              // a trainable parameter received no gradient
   DuplicateRegistration,   // one tensor registered at two paths
   SharedModule,            // one module registered at two paths (tied weights)
-  Coverage,                // a check could not run, and why
 };
 
 struct AuditFinding {
   AuditSeverity severity = AuditSeverity::Info;
-  AuditCheck check = AuditCheck::Coverage;
+  AuditCheck check = AuditCheck::UnregisteredTensor;
   std::string module_path;  // innermost module involved, dotted; "" is the root
   std::string module_type;  // its type_name(); "" when the module is not known
   std::string tensor;       // "float32 [256]", or "fc2.bias (float32 [10])" when registered
@@ -110,7 +105,7 @@ class AuditForwardScope {
   bool installed_ = false;
 };
 
-// One forward (inside an AuditForwardScope) and the loss to differentiate; it may run twice.
+// One forward (inside an AuditForwardScope) and the loss to differentiate.
 using AuditStep = std::function<Tensor(AuditState& state)>;
 
 // Snapshots the model, runs `step`, backward and the checks, and restores the model.
