@@ -307,6 +307,45 @@ TEST(Lazy, BuildDrawsWhatADryRunDraws) {
   EXPECT_EQ((*built)(kiln::ones({3, 1, 28, 28})).shape(), (Shape{3, 10}));
 }
 
+// As in PyTorch, a state dict materializes lazy layers that have not run: a checkpoint loads
+// into a freshly built lazy model without a dry run, and draws nothing from the generator.
+TEST(Lazy, LoadStateDictMaterializesFromTheStateShapes) {
+  manual_seed(5);
+  auto trained = lazy_cnn();
+  Tensor x = kiln::randn({2, 1, 28, 28});
+  Tensor expected = (*trained)(x);
+  auto fresh = lazy_cnn();
+  const uint64_t offset = default_generator().offset();
+  EXPECT_TRUE(fresh->load_state_dict(trained->state_dict()).missing_keys.empty());
+  EXPECT_EQ(default_generator().offset(), offset);
+  EXPECT_FALSE(nn::has_uninitialized_parameters(*fresh));
+  EXPECT_EQ(fresh->at<LazyLinear>(7)->in_features, 784);
+  EXPECT_EQ(fresh->at<LazyConv2d>(3)->in_channels, 8);
+  EXPECT_EQ(fresh->at<LazyLinear>(7)->type_name(), "Linear");
+  expect_same_values((*fresh)(x), expected);
+}
+
+TEST(Lazy, LoadStateDictChecksLazyShapesBeforeChangingAnything) {
+  LazyLinear fc(10);
+  nn::NamedTensors wrong = {{"weight", kiln::zeros({5, 4})}, {"bias", kiln::zeros({10})}};
+  expect_error([&] { fc.load_state_dict(wrong); },
+               {"shape mismatch for \"weight\": the LazyLinear expects [10, in_features], the "
+                "state dict has [5, 4]",
+                "nothing was loaded"});
+  EXPECT_FALSE(fc.initialized());
+  nn::NamedTensors bias_only = {{"bias", kiln::zeros({10})}};
+  expect_error([&] { fc.load_state_dict(bias_only, /*strict=*/false); },
+               {"\"bias\" belongs to a lazy layer that has not run, and the state dict has no "
+                "\"weight\" to give it its input width"});
+  EXPECT_FALSE(fc.initialized());
+  LazyConv2d conv(4, 3);
+  nn::NamedTensors bad_kernel = {{"weight", kiln::zeros({4, 2, 5, 5})}, {"bias", kiln::zeros({4})}};
+  expect_error([&] { conv.load_state_dict(bad_kernel); },
+               {"the LazyConv2d expects [4, in_channels / groups, 3, 3], the state dict has "
+                "[4, 2, 5, 5]"});
+  EXPECT_FALSE(conv.initialized());
+}
+
 TEST(Lazy, BuildAllocatesNoActivations) {
   auto model = std::make_shared<nn::Sequential>(std::make_shared<LazyLinear>(256),
                                                 std::make_shared<nn::ReLU>(),

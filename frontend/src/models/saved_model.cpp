@@ -32,16 +32,7 @@ SavedModel load_model(const std::string& path) {
   SavedModel saved{name->as_string(), resolve_config(name->as_string(), *config), nullptr,
                    ckpt.metadata};
   saved.model = build_model(saved.name, saved.config);
-  if (const json::Value* shape = c.find("input_shape"); shape && shape->is_array()) {
-    Shape batch_shape{-1};
-    for (const json::Value& d : shape->as_array()) {
-      KILN_CHECK(d.is_int(), "[load_model] '", path, "': input_shape must hold integers, found ",
-                 json::dump(*shape), ".");
-      batch_shape.push_back(d.as_int());
-    }
-    // Materializes lazy layers so their weights have shapes to load into; a no-op otherwise.
-    saved.model->build({batch_shape});
-  }
+  // Lazy layers materialize from their weights' shapes (load_state_dict), with no dry run.
   saved.model->load_state_dict(ckpt.tensors, /*strict=*/true);
   return saved;
 }

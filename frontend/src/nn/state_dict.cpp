@@ -13,6 +13,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/uninitialized.h"
 
 namespace kiln::nn {
 
@@ -64,6 +65,44 @@ std::string common_prefix(const std::vector<std::string>& shorter,
   return {};
 }
 
+// An entry for a parameter of a lazy layer that has not run: its shape must fit the layer,
+// and the layer's weight entry (which gives the input width) must be there to materialize it.
+void check_lazy_entry(const std::string& key, const Tensor& value,
+                      const std::unordered_map<std::string, size_t>& by_key,
+                      const NamedTensors& state,
+                      const std::unordered_map<std::string, Module*>& module_at,
+                      std::vector<std::string>& shape_errors,
+                      std::vector<std::string>& entry_errors,
+                      std::vector<std::pair<LazyModule*, Shape>>& materializations) {
+  const size_t dot = key.rfind('.');
+  const std::string owner = dot == std::string::npos ? "" : key.substr(0, dot);
+  const std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+  auto m = module_at.find(owner);
+  auto* lazy = m == module_at.end() ? nullptr : dynamic_cast<LazyModule*>(m->second);
+  if (!lazy) {
+    entry_errors.push_back("\"" + key + "\" is an uninitialized parameter of a module that " +
+                           "cannot take its shape from a state dict: run one forward pass " +
+                           "(a dry run) or Module::build first");
+    return;
+  }
+  if (std::string expected = lazy->check_loaded(name, value.sizes()); !expected.empty()) {
+    shape_errors.push_back(kiln::detail::str_cat(
+        "shape mismatch for \"", key, "\": the ", m->second->type_name(), " expects ", expected,
+        ", the state dict has ", shape_str(value.sizes())));
+    return;
+  }
+  const std::string weight_key = owner.empty() ? "weight" : owner + ".weight";
+  auto w = by_key.find(weight_key);
+  if (w == by_key.end()) {
+    entry_errors.push_back("\"" + key + "\" belongs to a lazy layer that has not run, and the " +
+                           "state dict has no \"" + weight_key + "\" to give it its input width");
+    return;
+  }
+  const Tensor& weight = state[w->second].second;
+  if (name == "weight" && weight.defined())
+    materializations.emplace_back(lazy, Shape(weight.sizes()));
+}
+
 }  // namespace
 
 NamedTensors Module::state_dict() const {
@@ -88,6 +127,11 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
                                      ")"));
   }
   LoadStateDictResult result;
+  // Lazy layers not yet run materialize from the state dict's shapes (as PyTorch does).
+  std::unordered_map<std::string, Module*> module_at;
+  for (const auto& [path, m] : named_modules("", /*remove_duplicate=*/false))
+    module_at.emplace(path, m);
+  std::vector<std::pair<LazyModule*, Shape>> materializations;
   std::unordered_map<std::string, size_t> own_keys;
   std::vector<std::pair<Tensor, const Tensor*>> copies;  // (destination, value)
   for (size_t i = 0; i < own.size(); ++i) {
@@ -99,6 +143,12 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
       continue;
     }
     const Tensor& value = state[it->second].second;
+    if (is_uninitialized(dst) && value.defined() && !value.is_symbolic()) {
+      check_lazy_entry(key, value, by_key, state, module_at, shape_errors, entry_errors,
+                       materializations);
+      copies.emplace_back(dst, &value);
+      continue;
+    }
     if (!value.defined())
       entry_errors.push_back("\"" + key + "\" is an undefined tensor in the state dict");
     else if (value.is_symbolic())
@@ -120,6 +170,7 @@ LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool stri
   if (!key_errors && shape_errors.empty() && entry_errors.empty()) {
     // ---- copy in place: every handle stays valid, versions are bumped by the copy ----
     NoGradGuard no_grad;
+    for (auto& [layer, weight_shape] : materializations) layer->materialize_for_load(weight_shape);
     for (auto& [dst, value] : copies) dst.copy_(*value);  // converts to dst's dtype
     return result;
   }

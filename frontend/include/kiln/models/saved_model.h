@@ -5,8 +5,8 @@
 //   saved.model  // a FashionMLP with the trained weights
 //
 // The checkpoint's config entry is {"model": NAME, "config": {...}, "input_shape": [...]}.
-// input_shape (one sample, no batch dim) lets load_model materialize lazy layers with
-// Module::build before loading their weights.
+// input_shape (one sample, no batch dim) records what the model reads, for tools such as
+// `kiln summary`; lazy layers need no dry run to load (load_state_dict materializes them).
 #pragma once
 
 #include <map>

@@ -27,6 +27,20 @@ bool is_uninitialized(const Tensor& t);
 // True when a parameter of the tree is still uninitialized (a lazy layer that has not run).
 bool has_uninitialized_parameters(const Module& module);
 
+// Implemented by lazy layers so that Module::load_state_dict can materialize them from a
+// state dict's shapes, as PyTorch does: loading a checkpoint into a freshly built lazy model
+// needs no dry run first.
+class LazyModule {
+ public:
+  virtual ~LazyModule() = default;
+  // "" when a state dict entry of `shape` fits parameter `name` ("weight" or "bias") of this
+  // uninitialized layer; otherwise what was expected ("[10, in_features]").
+  virtual std::string check_loaded(const std::string& name, IntList shape) const = 0;
+  // Allocates the parameters (zeros, no random draws: the load overwrites them) for a
+  // weight of `weight_shape`, which check_loaded accepted. A no-op once materialized.
+  virtual void materialize_for_load(IntList weight_shape) = 0;
+};
+
 namespace detail {
 
 // Gives the uninitialized parameter `param` the data of `value` (same dtype) in place and

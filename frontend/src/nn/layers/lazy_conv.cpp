@@ -47,13 +47,37 @@ void LazyConv2d::materialize(const Tensor& input) {
              input.type_str(), "), not divisible by groups=", groups,
              ". Fix: pass inputs whose channel count is a multiple of groups.");
   detail::EagerInitScope eager;
-  Tensor w = Tensor::empty({out_channels, in / groups, kernel_size.at(0), kernel_size.at(1)},
-                           weight.dtype(), weight.device());
-  Tensor b = bias.defined() ? Tensor::empty({out_channels}, bias.dtype(), bias.device()) : Tensor();
+  allocate(in);
+  reset_parameters();
+}
+
+void LazyConv2d::allocate(int64_t in) {
+  Tensor w =
+      Tensor::empty({out_channels, in / options.groups, kernel_size.at(0), kernel_size.at(1)},
+                    weight.dtype(), weight.device())
+          .zero_();
+  Tensor b = bias.defined() ? Tensor::empty({out_channels}, bias.dtype(), bias.device()).zero_()
+                            : Tensor();
   in_channels = in;
   detail::materialize_parameter(weight, w);
   if (bias.defined()) detail::materialize_parameter(bias, b);
-  reset_parameters();
+}
+
+std::string LazyConv2d::check_loaded(const std::string& name, IntList shape) const {
+  const std::string out = std::to_string(out_channels);
+  if (name == "bias")
+    return shape.size() == 1 && shape[0] == out_channels ? std::string() : "[" + out + "]";
+  if (shape.size() == 4 && shape[0] == out_channels && shape[1] > 0 &&
+      shape[2] == kernel_size.at(0) && shape[3] == kernel_size.at(1))
+    return {};
+  return "[" + out + ", in_channels / groups, " + std::to_string(kernel_size.at(0)) + ", " +
+         std::to_string(kernel_size.at(1)) + "]";
+}
+
+void LazyConv2d::materialize_for_load(IntList weight_shape) {
+  if (initialized()) return;
+  detail::EagerInitScope eager;
+  allocate(weight_shape[1] * options.groups);
 }
 
 Tensor LazyConv2d::forward(const Tensor& input) {

@@ -39,15 +39,31 @@ void LazyLinear::materialize(const Tensor& input) {
              "in_features), got ",
              input.defined() ? input.type_str() : "an undefined tensor",
              ". Fix: pass [..., in_features] inputs.");
-  int64_t in = input.size(-1);
   // Runs eagerly even inside a shape-only pass or a trace: the values must exist.
   detail::EagerInitScope eager;
-  Tensor w = Tensor::empty({out_features, in}, weight.dtype(), weight.device());
-  Tensor b = bias.defined() ? Tensor::empty({out_features}, bias.dtype(), bias.device()) : Tensor();
+  allocate(input.size(-1));
+  reset_parameters();
+}
+
+void LazyLinear::allocate(int64_t in) {
+  Tensor w = Tensor::empty({out_features, in}, weight.dtype(), weight.device()).zero_();
+  Tensor b = bias.defined() ? Tensor::empty({out_features}, bias.dtype(), bias.device()).zero_()
+                            : Tensor();
   in_features = in;
   detail::materialize_parameter(weight, w);
   if (bias.defined()) detail::materialize_parameter(bias, b);
-  reset_parameters();
+}
+
+std::string LazyLinear::check_loaded(const std::string& name, IntList shape) const {
+  if (name == "weight" && shape.size() == 2 && shape[0] == out_features) return {};
+  if (name == "bias" && shape.size() == 1 && shape[0] == out_features) return {};
+  return "[" + std::to_string(out_features) + (name == "weight" ? ", in_features]" : "]");
+}
+
+void LazyLinear::materialize_for_load(IntList weight_shape) {
+  if (initialized()) return;
+  detail::EagerInitScope eager;
+  allocate(weight_shape[1]);
 }
 
 Tensor LazyLinear::forward(const Tensor& input) {

@@ -9,10 +9,11 @@
 #pragma once
 
 #include "kiln/nn/layers/conv.h"
+#include "kiln/nn/uninitialized.h"
 
 namespace kiln::nn {
 
-class LazyConv2d : public Conv2d {
+class LazyConv2d : public Conv2d, public LazyModule {
  public:
   LazyConv2d(int64_t out_channels, IntArg kernel_size, Conv2dOptions options = {});
 
@@ -21,8 +22,14 @@ class LazyConv2d : public Conv2d {
   std::string type_name() const override;
   bool initialized() const;
 
+  // LazyModule: materialization from a state dict's shapes (Module::load_state_dict).
+  std::string check_loaded(const std::string& name, IntList shape) const override;
+  void materialize_for_load(IntList weight_shape) override;
+
  private:
   void materialize(const Tensor& input);
+  // Allocates weight and bias (zeros) for input width / channel count `in`.
+  void allocate(int64_t in);
 };
 
 }  // namespace kiln::nn

@@ -10,10 +10,11 @@
 #pragma once
 
 #include "kiln/nn/layers/linear.h"
+#include "kiln/nn/uninitialized.h"
 
 namespace kiln::nn {
 
-class LazyLinear : public Linear {
+class LazyLinear : public Linear, public LazyModule {
  public:
   explicit LazyLinear(int64_t out_features, bool bias = true);
 
@@ -23,8 +24,14 @@ class LazyLinear : public Linear {
   // False until the first forward has allocated weight and bias.
   bool initialized() const;
 
+  // LazyModule: materialization from a state dict's shapes (Module::load_state_dict).
+  std::string check_loaded(const std::string& name, IntList shape) const override;
+  void materialize_for_load(IntList weight_shape) override;
+
  private:
   void materialize(const Tensor& input);
+  // Allocates weight and bias (zeros) for input width / channel count `in`.
+  void allocate(int64_t in);
 };
 
 }  // namespace kiln::nn
