@@ -82,10 +82,12 @@ TEST(Lazy, UninitializedParametersAreRegisteredButHaveNoShape) {
         w.detach().zero_();
       },
       {"parameter 'weight' is uninitialized"});
-  // Converting the model needs the data too.
-  expect_error([&] { fc.to(kFloat64); }, {"parameter 'weight' is uninitialized", kLinearFix});
-  // Saving: the file writer refuses a tensor without data.
-  expect_error([&] { (void)safetensors_bytes({{"fc.weight", fc.weight}}); }, {"fc.weight"});
+  // Saving: the file writer refuses a tensor without data, with the remedy.
+  expect_error(
+      [&] {
+        (void)safetensors_bytes({{"fc.weight", fc.weight}});
+      },
+      {"fc.weight", "parameter 'weight' is uninitialized", kLinearFix});
   // Printing does not throw: it says what the tensor is.
   EXPECT_EQ(w.str(), "tensor(<uninitialized parameter 'weight' of LazyLinear>)");
 }
@@ -305,6 +307,18 @@ TEST(Lazy, BuildDrawsWhatADryRunDraws) {
             std::string::npos);
   // The built model runs for real.
   EXPECT_EQ((*built)(kiln::ones({3, 1, 28, 28})).shape(), (Shape{3, 10}));
+}
+
+// Converting a lazy model before its first forward sets the dtype it materializes in.
+TEST(Lazy, ToDtypeBeforeTheFirstForwardSetsTheMaterializedDtype) {
+  LazyLinear fc(3);
+  fc.to(kFloat64);
+  EXPECT_EQ(fc.weight.dtype(), kFloat64);
+  EXPECT_FALSE(fc.initialized());
+  Tensor y = fc(kiln::ones({2, 4}, kFloat64));
+  EXPECT_EQ(y.dtype(), kFloat64);
+  EXPECT_EQ(fc.weight.dtype(), kFloat64);
+  EXPECT_EQ(fc.weight.shape(), (Shape{3, 4}));
 }
 
 // As in PyTorch, a state dict materializes lazy layers that have not run: a checkpoint loads

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "kiln/autograd.h"
+#include "kiln/nn/uninitialized.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "module_internal.h"
 
@@ -325,6 +326,10 @@ Module& Module::to(DType dtype) {
   NoGradGuard no_grad;
   for_each_tensor([&](const Tensor& t) {
     if (!t.is_floating_point() || t.dtype() == dtype) return;
+    if (is_uninitialized(t)) {  // a lazy layer's parameter: it materializes in that dtype
+      t.impl()->dtype = dtype;
+      return;
+    }
     Tensor grad = t.grad();
     detail::replace_tensor_data(t, t.detach().to(dtype));
     if (grad.defined()) t.set_grad(grad.to(dtype));
@@ -336,6 +341,10 @@ Module& Module::to(Device device) {
   NoGradGuard no_grad;
   for_each_tensor([&](const Tensor& t) {
     if (t.device() == device) return;
+    if (is_uninitialized(t)) {
+      t.impl()->device = device;
+      return;
+    }
     Tensor grad = t.grad();
     detail::replace_tensor_data(t, t.detach().to(device));
     if (grad.defined()) t.set_grad(grad.to(device));
