@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "example_checks.h"
 #include "kiln/kiln.h"
 #include "kiln/serialize/checkpoint.h"
 
@@ -65,15 +66,6 @@ struct TiedLm : nn::Module {
 // [end]
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAILED: " << what << "\n";
-    ++failures;
-  }
-}
 
 std::vector<std::string> keys(const nn::NamedTensors& named) {
   std::vector<std::string> out;
@@ -173,6 +165,5 @@ int main() {
         "loading keeps the tie and the values");
   std::filesystem::remove(path);
 
-  if (failures == 0) std::cout << "custom_module: all checks passed\n";
-  return failures == 0 ? 0 : 1;
+  return finish("custom_module");
 }

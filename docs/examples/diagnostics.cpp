@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "example_checks.h"
 #include "kiln/kiln.h"
 #include "kiln/nn/audit.h"
 
@@ -57,15 +58,6 @@ struct Model : nn::Module {
 // [end]
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAILED: " << what << "\n";
-    ++failures;
-  }
-}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -138,6 +130,5 @@ int main() {
             contains(message, "\"layers.2.weight\""),
         "a strict load lists missing and unexpected keys");
 
-  if (failures == 0) std::cout << "diagnostics: all checks passed\n";
-  return failures == 0 ? 0 : 1;
+  return finish("diagnostics");
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "example_checks.h"
 #include "kiln/kiln.h"
 #include "kiln/nn/layers/lazy_conv.h"
 #include "kiln/nn/layers/lazy_linear.h"
@@ -31,19 +32,6 @@ struct LazyNet : nn::Module {
   Tensor forward(const Tensor& x) override { return head(features(x)); }
 };
 // [end]
-
-namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAILED: " << what << "\n";
-    ++failures;
-  }
-}
-
-}  // namespace
 
 int main() {
   std::cout << std::boolalpha;
@@ -97,6 +85,5 @@ int main() {
   // [end]
   check(last < first, "the optimizer built before build() trains the lazy layers");
 
-  if (failures == 0) std::cout << "lazy_and_summary: all checks passed\n";
-  return failures == 0 ? 0 : 1;
+  return finish("lazy_and_summary");
 }

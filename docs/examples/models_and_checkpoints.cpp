@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "example_checks.h"
 #include "kiln/kiln.h"
 #include "kiln/models/fashion_mlp.h"
 #include "kiln/models/registry.h"
@@ -22,19 +23,6 @@ using kiln::Tensor;
 #ifndef KILN_TEST_DATA_DIR
 #define KILN_TEST_DATA_DIR "tests/data"
 #endif
-
-namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAILED: " << what << "\n";
-    ++failures;
-  }
-}
-
-}  // namespace
 
 int main() {
   kiln::manual_seed(0);
@@ -101,6 +89,5 @@ int main() {
   // [end]
   check(diff.item<double>() <= 1e-6, "PyTorch's outputs reproduced");
 
-  if (failures == 0) std::cout << "models_and_checkpoints: all checks passed\n";
-  return failures == 0 ? 0 : 1;
+  return finish("models_and_checkpoints");
 }

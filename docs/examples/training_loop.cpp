@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "example_checks.h"
 #include "kiln/data/loader.h"
 #include "kiln/kiln.h"
 #include "kiln/serialize/checkpoint.h"
@@ -28,15 +29,6 @@ struct Classifier : nn::Module {
 };
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    std::cerr << "FAILED: " << what << "\n";
-    ++failures;
-  }
-}
 
 // n points around three centres (unit noise, so the classes overlap a little), labels 0..2.
 std::pair<Tensor, Tensor> blobs(int64_t n) {
@@ -123,6 +115,5 @@ int main() {
   check(same, "resuming is bit-exact");
   std::filesystem::remove(path);
 
-  if (failures == 0) std::cout << "training_loop: all checks passed\n";
-  return failures == 0 ? 0 : 1;
+  return finish("training_loop");
 }
