@@ -18,6 +18,22 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// `parse` (std::stoll, std::stod) must consume all of `text`: "3x" and "" are errors.
+template <class Parse>
+auto parse_whole(const std::string& name, const std::string& text, const char* expected,
+                 Parse parse) {
+  size_t used = 0;
+  decltype(parse(text, &used)) value{};
+  try {
+    value = parse(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  KILN_CHECK(used == text.size() && used > 0, "--", name, " expects ", expected, ", got '", text,
+             "'.");
+  return value;
+}
+
 }  // namespace
 
 Args::Args(std::string command, const std::vector<std::string>& args,
@@ -47,31 +63,15 @@ std::string Args::str(const std::string& name, const std::string& fallback) cons
 int64_t Args::integer(const std::string& name, int64_t fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(it->second, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  KILN_CHECK(used == it->second.size() && used > 0, "--", name, " expects an integer, got '",
-             it->second, "'.");
-  return v;
+  return parse_whole(name, it->second, "an integer",
+                     [](const std::string& text, size_t* used) { return std::stoll(text, used); });
 }
 
 double Args::number(const std::string& name, double fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(it->second, &used);
-  } catch (const std::logic_error&) {
-    used = 0;
-  }
-  KILN_CHECK(used == it->second.size() && used > 0, "--", name, " expects a number, got '",
-             it->second, "'.");
-  return v;
+  return parse_whole(name, it->second, "a number",
+                     [](const std::string& text, size_t* used) { return std::stod(text, used); });
 }
 
 int64_t Args::positive(const std::string& name, int64_t fallback) const {
