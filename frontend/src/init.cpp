@@ -17,6 +17,7 @@ void init() {
     detail::register_factory_vjps();
     detail::register_nn_vjps();
     detail::register_layout_vjps();
+    detail::register_debug_print_vjp();
     autograd::install_autograd_hook();
     return true;
   }();

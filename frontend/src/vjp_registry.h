@@ -10,5 +10,6 @@ void register_linalg_vjps();
 void register_factory_vjps();
 void register_nn_vjps();
 void register_layout_vjps();
+void register_debug_print_vjp();
 
 }  // namespace kiln::detail

@@ -118,9 +118,11 @@ namespace {
 void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& self) {
   TensorTypes types = infer_types(op, inputs, attrs);
   if (tls_interceptor || self.is_symbolic()) [[unlikely]] {
-    if (tls_interceptor && !self.is_symbolic() &&
-        tls_interceptor->intercept_into(op, inputs, attrs, self))
-      return;
+    if (tls_interceptor) {
+      if (self.is_symbolic()) self.impl()->symbolic->check_shape_read("sizes()");
+      check_into(op, types, self);
+      if (tls_interceptor->intercept_into(op, inputs, attrs, self)) return;
+    }
     dispatch_into_symbolic(op, types, self);
     return;
   }

@@ -39,6 +39,12 @@ std::string_view dtype_name(DType t) {
   return "?";
 }
 
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (dtype_name(static_cast<DType>(i)) == name) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   int ca = category(a), cb = category(b);

@@ -12,8 +12,13 @@ std::vector<OpDef*>& registry() {
 }
 }  // namespace
 
-OpDef::OpDef(std::string name_, std::vector<std::string> inputs, InferFn infer_, LoweringClass lowering_)
-    : name(std::move(name_)), input_names(std::move(inputs)), infer(infer_), lowering(lowering_) {
+OpDef::OpDef(std::string name_, std::vector<std::string> inputs, InferFn infer_,
+             LoweringClass lowering_, const Attrs& attrs_prototype_)
+    : name(std::move(name_)),
+      input_names(std::move(inputs)),
+      infer(infer_),
+      lowering(lowering_),
+      attrs_prototype(&attrs_prototype_) {
   registry().push_back(this);
 }
 

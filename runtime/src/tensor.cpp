@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kiln/dispatch.h"
+#include "kiln/state_epoch.h"
 
 namespace kiln {
 
@@ -152,6 +153,16 @@ Scalar Tensor::item_scalar(SourceLoc loc) const {
   });
 }
 
+Tensor::operator bool() const {
+  KILN_CHECK(defined(), "Tensor: an undefined tensor has no truth value. Fix: test whether a "
+             "tensor is set with t.defined().");
+  if (impl_->symbolic) concretize(*this, "a conversion to bool", SourceLoc());
+  KILN_CHECK(numel() == 1, "Tensor: the truth value of a tensor with ", numel(),
+             " elements is ambiguous (", type_str(), "). Fix: reduce it to one element first, "
+             "e.g. (x > 0).any(), (x > 0).all() or x.sum() > 1.");
+  return item_scalar(SourceLoc()).to<bool>();
+}
+
 namespace detail {
 
 void read_elements(const Tensor& t, DType as, void* out, SourceLoc loc) {
@@ -262,6 +273,7 @@ void print_rec(std::ostream& os, const std::vector<double>& values, IntList size
 std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream os;
+  if (is_symbolic()) impl_->symbolic->check_print();  // a lazy segment may run here
   if (is_symbolic()) {
     std::string described = impl_->symbolic->describe();
     os << "tensor(<" << (described.empty() ? "symbolic " + type_str() : described) << ">)";
@@ -306,6 +318,7 @@ Tensor& Tensor::set_requires_grad(bool requires_grad) {
   KILN_CHECK(!requires_grad || is_floating(dtype()), "requires_grad_: only floating-point tensors can "
              "require gradients, got ", dtype(), ". Fix: convert with .to(kiln::kFloat32) first.");
   if (requires_grad || m) impl_->autograd_meta().requires_grad = requires_grad;
+  bump_state_epoch();
   return *this;
 }
 

@@ -1,5 +1,7 @@
 // OpCases for the view ops, clone, slice_scatter, sum and matmul (the core ops).
 #include "harness.h"
+#include "kiln/debug_print.h"
+#include "kiln/ops/debug_print.h"
 
 namespace kiln::testing {
 namespace {
@@ -79,6 +81,14 @@ Register views({
       c.gradcheck = false;
       return c;
     }(),
+    make("debug_print", "quiet", {{{{2, 3}}}},
+         [](const std::vector<Tensor>& in) {
+           ops::set_debug_print_sink([](std::string_view) {});  // the op test stays quiet
+           Tensor out = kiln::debug_print(in[0], "case");
+           ops::set_debug_print_sink({});
+           return out;
+         },
+         [](const std::vector<Ref>& r) { return r[0]; }),
     make("clone", "copy", {{{{3, 4}}}, {{{}}}, {{{0}}}},
          [](const std::vector<Tensor>& in) { return in[0].clone(); },
          [](const std::vector<Ref>& r) { return r[0]; }),

@@ -2,6 +2,9 @@
 #pragma once
 
 #include "kiln/autograd.h"
+#include "kiln/compile.h"
+#include "kiln/control_flow.h"
+#include "kiln/debug_print.h"
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"
 #include "kiln/dispatch.h"

@@ -10,6 +10,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/nn/uninitialized.h"
+#include "kiln/state_epoch.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "module_internal.h"
 
@@ -43,6 +44,7 @@ std::string demangle_type_name(const char* mangled) {
 void replace_tensor_data(const Tensor& slot, const Tensor& converted) {
   // Like PyTorch's `param.data = converted`: the TensorImpl stays, its data changes, so the
   // user's member handles and an optimizer's references follow the conversion.
+  bump_state_epoch();
   TensorImpl* dst = slot.impl();
   TensorImpl* src = converted.impl();
   dst->storage = src->storage;
@@ -143,12 +145,14 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
     tensor.set_requires_grad(requires_grad);
   }
   parameters_.emplace_back(name, tensor);
+  bump_state_epoch();
   return tensor;
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name, "buffer");
   buffers_.push_back({name, tensor, persistent});
+  bump_state_epoch();
   return tensor;
 }
 
@@ -160,10 +164,12 @@ void Module::register_module_impl(const std::string& name, std::shared_ptr<Modul
              " cannot be its own child ('", name, "'). Fix: register a different module.");
   children_.emplace_back(name, std::move(child));
   detail::registration_epoch().fetch_add(1);
+  bump_state_epoch();
 }
 
 NamedModules& Module::mutable_children() {
   detail::registration_epoch().fetch_add(1);
+  bump_state_epoch();
   return children_;
 }
 
@@ -308,6 +314,7 @@ bool Module::has_state() const {
 // ---- whole-model state ----
 
 Module& Module::train(bool on) {
+  if (training_ != on) bump_state_epoch();
   training_ = on;
   for (const auto& c : children_) c.second->train(on);
   return *this;

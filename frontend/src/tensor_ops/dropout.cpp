@@ -18,6 +18,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   Generator& gen = generator ? *generator : default_generator();
   ops::DropoutAttrs a;
   a.p = p;
+  a.generator.generator = generator;
   a.seed = gen.seed();
   a.offset = gen.reserve(ops::dropout_blocks(x.numel()));
   return kiln::detail::call(ops::dropout, Tensors{x}, a)[0];
@@ -33,11 +34,29 @@ Tensors vjp_dropout(const VjpCall& c) {
   return Tensors{where(mask, g * (p < 1 ? 1 / (1 - p) : 0.0), 0.0)};
 }
 
+// A compiled graph's dropout draws a new mask on every run, from the same stream position
+// the eager call would take.
+void reseed_dropout(Attrs& attrs, TensorSpan inputs) {
+  auto& a = static_cast<ops::DropoutAttrs&>(attrs);
+  Generator& gen = a.generator.get();
+  a.seed = gen.seed();
+  a.offset = gen.reserve(ops::dropout_blocks(inputs[0].numel()));
+}
+
+void return_dropout_draw(const Attrs& attrs, TensorSpan inputs) {
+  const auto& a = static_cast<const ops::DropoutAttrs&>(attrs);
+  Generator& gen = a.generator.get();
+  uint64_t blocks = ops::dropout_blocks(inputs[0].numel());
+  if (gen.seed() == a.seed && gen.offset() == a.offset + blocks) gen.set_offset(a.offset);
+}
+
 }  // namespace
 
 namespace detail {
 void register_dropout_vjps() {
   set_vjp(ops::dropout, vjp_dropout);
+  ops::dropout.reseed = reseed_dropout;
+  ops::dropout.return_draw = return_dropout_draw;
 }
 }  // namespace detail
 

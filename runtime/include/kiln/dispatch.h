@@ -25,9 +25,11 @@ class DispatchInterceptor {
   virtual ~DispatchInterceptor() = default;
   virtual Tensors intercept(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                             TensorTypes&& output_types) = 0;
-  // An in-place write into a concrete tensor (add_, copy_, fill_: BatchNorm's running
-  // statistics). Return true when handled (e.g. observed, then run with the interceptor
-  // out of the way); false, the default, refuses it as a trace must for now.
+  // An in-place write (add_, copy_, fill_: BatchNorm's running statistics), into a
+  // concrete or a symbolic tensor; the result's type was checked against `self`. Return
+  // true when handled (observed then run, or recorded by a tracer); false, the default,
+  // leaves it to the shape-only rule (a no-op on the interceptor's own symbolic tensors,
+  // refused otherwise).
   virtual bool intercept_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
                               const Tensor& self) {
     return false;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string_view>
 
@@ -24,6 +25,8 @@ inline constexpr DType kFloat64 = DType::Float64;
 
 size_t itemsize(DType t);
 std::string_view dtype_name(DType t);  // "float32"
+// The inverse of dtype_name; nullopt for an unknown name.
+std::optional<DType> dtype_from_name(std::string_view name);
 inline bool is_floating(DType t) { return t >= DType::Float16; }
 inline bool is_integral(DType t, bool include_bool = false) {
   return t == DType::Int32 || t == DType::Int64 || (include_bool && t == DType::Bool);

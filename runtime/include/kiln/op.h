@@ -76,23 +76,36 @@ struct VjpCall {
 using InferFn = void (*)(InferCall&);
 using KernelFn = void (*)(KernelCall&);
 using VjpFn = Tensors (*)(const VjpCall&);  // one entry per input (undefined = none)
+// Draws a fresh position in the op's random stream into its attributes, as the eager call
+// would (dropout's seed/offset). A compiled graph calls it before every run.
+using ReseedFn = void (*)(Attrs& attrs, TensorSpan inputs);
+// Gives back the stream positions `attrs` reserved, when they are still the generator's
+// latest: a trace records the op without running it, so its draw must not count.
+using ReturnDrawFn = void (*)(const Attrs& attrs, TensorSpan inputs);
 
 struct OpDef {
-  OpDef(std::string name, std::vector<std::string> inputs, InferFn infer, LoweringClass lowering);
+  OpDef(std::string name, std::vector<std::string> inputs, InferFn infer, LoweringClass lowering,
+        const Attrs& attrs_prototype = no_attrs());
 
   std::string name;
   std::vector<std::string> input_names;  // a trailing "..." means variadic
   InferFn infer;
   LoweringClass lowering;
+  // A default-constructed instance of the op's attribute struct: the IR parser clones it
+  // and fills the fields it reads, and the tracer checks calls pass this type.
+  const Attrs* attrs_prototype;
 
   // ---- filled by backends and the frontend at registration ----
   std::array<KernelFn, kNumDeviceTypes> kernels{};
   VjpFn vjp = nullptr;
+  ReseedFn reseed = nullptr;  // ops whose attributes hold a random-stream position
+  ReturnDrawFn return_draw = nullptr;
 
   // ---- properties the engine, tracer and passes ask about ----
   bool differentiable = true;       // false: integer/boolean results, no gradient flows
   bool kernel_makes_outputs = false;  // views and ops whose outputs alias inputs
   bool random = false;              // reads the generator
+  bool side_effects = false;        // does more than compute (prints): never removed or merged
   uint64_t saves_inputs = ~0ull;    // bit i: the vjp reads input i
   uint64_t saves_outputs = 0;       // bit i: the vjp reads output i
   // Inputs through which no gradient ever flows (indices, masks, conditions).
@@ -100,6 +113,13 @@ struct OpDef {
 
   bool variadic() const { return !input_names.empty() && input_names.back() == "..."; }
 };
+
+// The prototype to pass to OpDef for attribute struct A.
+template <class A>
+const Attrs& attrs_of() {
+  static const A prototype{};
+  return prototype;
+}
 
 // Every op defined in the runtime, in definition order (for table-driven tests).
 std::span<OpDef* const> all_ops();

@@ -64,6 +64,9 @@ struct SymbolicInfo {
   virtual bool inplace_write_is_noop() const { return false; }
   // The printout inside "tensor(<...>)"; empty: "symbolic float32[2, 3]".
   virtual std::string describe() const { return {}; }
+  // The tensor is being printed (str(), operator<<). A tracer treats it as a read of the
+  // value; nothing by default.
+  virtual void check_print() const {}
 };
 
 struct TensorImpl {
@@ -75,6 +78,7 @@ struct TensorImpl {
   Device device;
   bool is_wrapped_number = false;  // a host scalar promoted to a 0-d tensor
   bool is_view = false;            // shares storage with the tensor it was made from
+  uint64_t dynamic_dims = 0;       // bit d: dim d is dynamic for compile (kiln::mark_dynamic)
   std::unique_ptr<AutogradMeta> autograd;
   std::shared_ptr<SymbolicInfo> symbolic;
 
@@ -106,7 +110,9 @@ class Tensor {
 
   // ---- metadata (runtime) ----
   bool defined() const { return impl_ != nullptr; }
-  explicit operator bool() const = delete;  // ambiguous for tensors; use defined() or item()
+  // The value of a one-element tensor (`while ((x.abs().sum() > 1))`), as in PyTorch; a
+  // tensor of another size, or an undefined one, throws (test t.defined() for "is set").
+  explicit operator bool() const;
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   [[gnu::always_inline]] int64_t dim() const {

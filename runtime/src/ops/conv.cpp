@@ -99,11 +99,12 @@ void infer_conv2d_weight_grad(InferCall& c) {
 
 }  // namespace
 
-OpDef conv2d("conv2d", {"x", "weight", "bias"}, infer_conv2d, LoweringClass::Contraction);
+OpDef conv2d("conv2d", {"x", "weight", "bias"}, infer_conv2d, LoweringClass::Contraction,
+             attrs_of<Conv2dAttrs>());
 OpDef conv2d_input_grad("conv2d_input_grad", {"grad", "weight"}, infer_conv2d_input_grad,
-                        LoweringClass::Contraction);
+                        LoweringClass::Contraction, attrs_of<Conv2dGradAttrs>());
 OpDef conv2d_weight_grad("conv2d_weight_grad", {"grad", "x"}, infer_conv2d_weight_grad,
-                         LoweringClass::Contraction);
+                         LoweringClass::Contraction, attrs_of<Conv2dGradAttrs>());
 
 namespace {
 struct Properties {

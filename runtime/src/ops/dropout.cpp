@@ -20,7 +20,7 @@ void infer_dropout(InferCall& c) {
 
 }  // namespace
 
-OpDef dropout("dropout", {"x"}, infer_dropout, LoweringClass::Random);
+OpDef dropout("dropout", {"x"}, infer_dropout, LoweringClass::Random, attrs_of<DropoutAttrs>());
 
 namespace {
 struct Properties {

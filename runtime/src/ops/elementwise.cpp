@@ -85,12 +85,12 @@ OpDef sign("sign", {"x"}, numeric_unary, E);
 OpDef floor("floor", {"x"}, numeric_unary, E);
 OpDef ceil("ceil", {"x"}, numeric_unary, E);
 OpDef round("round", {"x"}, numeric_unary, E);
-OpDef gelu("gelu", {"x"}, floating_unary, E);
-OpDef leaky_relu("leaky_relu", {"x"}, floating_unary, E);
-OpDef elu("elu", {"x"}, floating_unary, E);
-OpDef clamp("clamp", {"x"}, infer_clamp, E);
-OpDef pow_scalar("pow_scalar", {"x"}, floating_unary, E);
-OpDef cast("cast", {"x"}, infer_cast, E);
+OpDef gelu("gelu", {"x"}, floating_unary, E, attrs_of<GeluAttrs>());
+OpDef leaky_relu("leaky_relu", {"x"}, floating_unary, E, attrs_of<LeakyReluAttrs>());
+OpDef elu("elu", {"x"}, floating_unary, E, attrs_of<EluAttrs>());
+OpDef clamp("clamp", {"x"}, infer_clamp, E, attrs_of<ClampAttrs>());
+OpDef pow_scalar("pow_scalar", {"x"}, floating_unary, E, attrs_of<PowScalarAttrs>());
+OpDef cast("cast", {"x"}, infer_cast, E, attrs_of<CastAttrs>());
 
 OpDef add("add", {"a", "b"}, infer::broadcast_same_dtype, E);
 OpDef sub("sub", {"a", "b"}, numeric_binary, E);

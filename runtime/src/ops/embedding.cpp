@@ -47,9 +47,10 @@ void infer_embedding_backward(InferCall& c) {
 
 }  // namespace
 
-OpDef embedding("embedding", {"weight", "indices"}, infer_embedding, LoweringClass::Layout);
+OpDef embedding("embedding", {"weight", "indices"}, infer_embedding, LoweringClass::Layout,
+                attrs_of<EmbeddingAttrs>());
 OpDef embedding_backward("embedding_backward", {"grad", "indices"}, infer_embedding_backward,
-                         LoweringClass::Layout);
+                         LoweringClass::Layout, attrs_of<EmbeddingBackwardAttrs>());
 
 namespace {
 struct Properties {

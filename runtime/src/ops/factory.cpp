@@ -1,6 +1,7 @@
 // Definitions of the factory ops.
 #include "kiln/ops/factory.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "kiln/ops/infer_util.h"
@@ -83,14 +84,32 @@ std::ostream& operator<<(std::ostream& os, const GeneratorRef& g) {
   return os << "generator@" << static_cast<const void*>(g.generator);
 }
 
-OpDef full("full", {}, infer_full, LoweringClass::Layout);
-OpDef arange("arange", {}, infer_arange, LoweringClass::Layout);
-OpDef linspace("linspace", {}, infer_linspace, LoweringClass::Layout);
-OpDef eye("eye", {}, infer_eye, LoweringClass::Layout);
-OpDef rand("rand", {}, infer_random_float, LoweringClass::Random);
-OpDef randn("randn", {}, infer_random_float, LoweringClass::Random);
-OpDef randint("randint", {}, infer_randint, LoweringClass::Random);
-OpDef bernoulli("bernoulli", {"p"}, infer_bernoulli, LoweringClass::Random);
+void parse_attr(std::string_view field, std::string_view text, GeneratorRef& g) {
+  if (text == "default") {
+    g.generator = nullptr;
+    return;
+  }
+  constexpr std::string_view prefix = "generator@0x";
+  uintptr_t address = 0;
+  bool ok = text.size() > prefix.size() && text.starts_with(prefix);
+  if (ok) {
+    const char* end = text.data() + text.size();
+    auto res = std::from_chars(text.data() + prefix.size(), end, address, 16);
+    ok = res.ec == std::errc() && res.ptr == end && address != 0;
+  }
+  if (!ok) kiln::detail::fail_attr_value(field, text, "default or generator@0x<address>");
+  g.generator = reinterpret_cast<Generator*>(address);
+}
+
+OpDef full("full", {}, infer_full, LoweringClass::Layout, attrs_of<FullAttrs>());
+OpDef arange("arange", {}, infer_arange, LoweringClass::Layout, attrs_of<ArangeAttrs>());
+OpDef linspace("linspace", {}, infer_linspace, LoweringClass::Layout, attrs_of<LinspaceAttrs>());
+OpDef eye("eye", {}, infer_eye, LoweringClass::Layout, attrs_of<EyeAttrs>());
+OpDef rand("rand", {}, infer_random_float, LoweringClass::Random, attrs_of<RandomAttrs>());
+OpDef randn("randn", {}, infer_random_float, LoweringClass::Random, attrs_of<RandomAttrs>());
+OpDef randint("randint", {}, infer_randint, LoweringClass::Random, attrs_of<RandintAttrs>());
+OpDef bernoulli("bernoulli", {"p"}, infer_bernoulli, LoweringClass::Random,
+                attrs_of<BernoulliAttrs>());
 
 namespace {
 struct Properties {

@@ -144,11 +144,11 @@ void infer_index_add(InferCall& c) {
 
 }  // namespace
 
-OpDef cat("cat", {"tensors", "..."}, infer_cat, L);
-OpDef gather("gather", {"x", "index"}, infer_gather, L);
-OpDef scatter_add("scatter_add", {"x", "index", "src"}, infer_scatter_add, L);
-OpDef index_select("index_select", {"x", "index"}, infer_index_select, L);
-OpDef index_add("index_add", {"x", "index", "src"}, infer_index_add, L);
+OpDef cat("cat", {"tensors", "..."}, infer_cat, L, attrs_of<DimAttrs>());
+OpDef gather("gather", {"x", "index"}, infer_gather, L, attrs_of<DimAttrs>());
+OpDef scatter_add("scatter_add", {"x", "index", "src"}, infer_scatter_add, L, attrs_of<DimAttrs>());
+OpDef index_select("index_select", {"x", "index"}, infer_index_select, L, attrs_of<DimAttrs>());
+OpDef index_add("index_add", {"x", "index", "src"}, infer_index_add, L, attrs_of<DimAttrs>());
 
 namespace {
 struct Properties {

@@ -104,9 +104,10 @@ void infer_bce_with_logits(InferCall& c) {
 
 }  // namespace
 
-OpDef nll_loss("nll_loss", {"input", "target", "weight"}, infer_nll_loss, LoweringClass::Opaque);
+OpDef nll_loss("nll_loss", {"input", "target", "weight"}, infer_nll_loss, LoweringClass::Opaque,
+               attrs_of<NllLossAttrs>());
 OpDef nll_loss_backward("nll_loss_backward", {"grad", "target", "weight"}, infer_nll_loss_backward,
-                        LoweringClass::Opaque);
+                        LoweringClass::Opaque, attrs_of<NllLossBackwardAttrs>());
 OpDef binary_cross_entropy("binary_cross_entropy", {"input", "target"}, infer_bce,
                            LoweringClass::Elementwise);
 OpDef binary_cross_entropy_with_logits("binary_cross_entropy_with_logits",

@@ -135,13 +135,16 @@ void infer_batch_norm_backward(InferCall& c) {
 
 }  // namespace
 
-OpDef layer_norm("layer_norm", {"x", "weight", "bias"}, infer_layer_norm, LoweringClass::Composite);
+OpDef layer_norm("layer_norm", {"x", "weight", "bias"}, infer_layer_norm, LoweringClass::Composite,
+                 attrs_of<LayerNormAttrs>());
 OpDef batch_norm("batch_norm", {"x", "weight", "bias", "running_mean", "running_var"},
-                 infer_batch_norm, LoweringClass::Composite);
+                 infer_batch_norm, LoweringClass::Composite, attrs_of<BatchNormAttrs>());
 OpDef layer_norm_backward("layer_norm_backward", {"grad", "x", "weight", "mean", "rstd"},
-                          infer_layer_norm_backward, LoweringClass::Composite);
+                          infer_layer_norm_backward, LoweringClass::Composite,
+                          attrs_of<LayerNormAttrs>());
 OpDef batch_norm_backward("batch_norm_backward", {"grad", "x", "weight", "mean", "invstd"},
-                          infer_batch_norm_backward, LoweringClass::Composite);
+                          infer_batch_norm_backward, LoweringClass::Composite,
+                          attrs_of<BatchNormAttrs>());
 
 namespace {
 struct Properties {

@@ -21,7 +21,8 @@ void infer_one_hot(InferCall& c) {
 
 }  // namespace
 
-OpDef one_hot("one_hot", {"indices"}, infer_one_hot, LoweringClass::Layout);
+OpDef one_hot("one_hot", {"indices"}, infer_one_hot, LoweringClass::Layout,
+              attrs_of<OneHotAttrs>());
 
 namespace {
 struct Properties {

@@ -94,8 +94,9 @@ void infer_pad_backward(InferCall& c) {
 
 }  // namespace
 
-OpDef pad("pad", {"x"}, infer_pad, LoweringClass::Layout);
-OpDef pad_backward("pad_backward", {"grad"}, infer_pad_backward, LoweringClass::Layout);
+OpDef pad("pad", {"x"}, infer_pad, LoweringClass::Layout, attrs_of<PadAttrs>());
+OpDef pad_backward("pad_backward", {"grad"}, infer_pad_backward, LoweringClass::Layout,
+                   attrs_of<PadAttrs>());
 
 namespace {
 struct Properties {

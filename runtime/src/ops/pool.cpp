@@ -126,16 +126,19 @@ void infer_adaptive_avg_pool2d_backward(InferCall& c) {
 
 }  // namespace
 
-OpDef max_pool2d("max_pool2d", {"x"}, infer_max_pool2d, LoweringClass::Opaque);
+OpDef max_pool2d("max_pool2d", {"x"}, infer_max_pool2d, LoweringClass::Opaque,
+                 attrs_of<MaxPool2dAttrs>());
 OpDef max_pool2d_backward("max_pool2d_backward", {"grad", "indices"}, infer_max_pool2d_backward,
-                          LoweringClass::Opaque);
-OpDef avg_pool2d("avg_pool2d", {"x"}, infer_avg_pool2d, LoweringClass::Opaque);
+                          LoweringClass::Opaque, attrs_of<PoolBackwardSizeAttrs>());
+OpDef avg_pool2d("avg_pool2d", {"x"}, infer_avg_pool2d, LoweringClass::Opaque,
+                 attrs_of<AvgPool2dAttrs>());
 OpDef avg_pool2d_backward("avg_pool2d_backward", {"grad"}, infer_avg_pool2d_backward,
-                          LoweringClass::Opaque);
+                          LoweringClass::Opaque, attrs_of<AvgPool2dBackwardAttrs>());
 OpDef adaptive_avg_pool2d("adaptive_avg_pool2d", {"x"}, infer_adaptive_avg_pool2d,
-                          LoweringClass::Opaque);
+                          LoweringClass::Opaque, attrs_of<AdaptivePool2dAttrs>());
 OpDef adaptive_avg_pool2d_backward("adaptive_avg_pool2d_backward", {"grad"},
-                                   infer_adaptive_avg_pool2d_backward, LoweringClass::Opaque);
+                                   infer_adaptive_avg_pool2d_backward, LoweringClass::Opaque,
+                                   attrs_of<PoolBackwardSizeAttrs>());
 
 namespace {
 struct Properties {

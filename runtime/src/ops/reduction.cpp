@@ -116,16 +116,16 @@ void infer_norm(InferCall& c) {
 
 constexpr auto R = LoweringClass::Reduction;
 
-OpDef sum("sum", {"x"}, infer_sum_like, R);
-OpDef prod("prod", {"x"}, infer_sum_like, R);
-OpDef amax("amax", {"x"}, infer_extreme, R);
-OpDef amin("amin", {"x"}, infer_extreme, R);
-OpDef all("all", {"x"}, infer_logical, R);
-OpDef any("any", {"x"}, infer_logical, R);
-OpDef max_dim("max_dim", {"x"}, infer_dim_extreme, R);
-OpDef min_dim("min_dim", {"x"}, infer_dim_extreme, R);
-OpDef var("var", {"x"}, infer_var, R);
-OpDef norm("norm", {"x"}, infer_norm, R);
+OpDef sum("sum", {"x"}, infer_sum_like, R, attrs_of<ReduceAttrs>());
+OpDef prod("prod", {"x"}, infer_sum_like, R, attrs_of<ReduceAttrs>());
+OpDef amax("amax", {"x"}, infer_extreme, R, attrs_of<ReduceAttrs>());
+OpDef amin("amin", {"x"}, infer_extreme, R, attrs_of<ReduceAttrs>());
+OpDef all("all", {"x"}, infer_logical, R, attrs_of<ReduceAttrs>());
+OpDef any("any", {"x"}, infer_logical, R, attrs_of<ReduceAttrs>());
+OpDef max_dim("max_dim", {"x"}, infer_dim_extreme, R, attrs_of<DimReduceAttrs>());
+OpDef min_dim("min_dim", {"x"}, infer_dim_extreme, R, attrs_of<DimReduceAttrs>());
+OpDef var("var", {"x"}, infer_var, R, attrs_of<VarAttrs>());
+OpDef norm("norm", {"x"}, infer_norm, R, attrs_of<NormAttrs>());
 
 namespace {
 struct Properties {

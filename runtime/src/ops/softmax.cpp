@@ -17,8 +17,9 @@ void infer_softmax(InferCall& c) {
 
 }  // namespace
 
-OpDef softmax("softmax", {"x"}, infer_softmax, LoweringClass::Composite);
-OpDef log_softmax("log_softmax", {"x"}, infer_softmax, LoweringClass::Composite);
+OpDef softmax("softmax", {"x"}, infer_softmax, LoweringClass::Composite, attrs_of<SoftmaxAttrs>());
+OpDef log_softmax("log_softmax", {"x"}, infer_softmax, LoweringClass::Composite,
+                  attrs_of<SoftmaxAttrs>());
 
 namespace {
 struct Properties {

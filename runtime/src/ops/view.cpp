@@ -274,15 +274,16 @@ std::optional<Shape> view_strides(IntList sizes, IntList strides, IntList shape)
   return out;
 }
 
-OpDef view("view", {"x"}, infer_view, V);
-OpDef expand("expand", {"x"}, infer_expand, V);
-OpDef permute("permute", {"x"}, infer_permute, V);
-OpDef slice("slice", {"x"}, infer_slice, V);
-OpDef select("select", {"x"}, infer_select, V);
-OpDef squeeze("squeeze", {"x"}, infer_squeeze, V);
-OpDef unsqueeze("unsqueeze", {"x"}, infer_unsqueeze, V);
-OpDef as_strided("as_strided", {"x"}, infer_as_strided, V);
-OpDef slice_scatter("slice_scatter", {"base", "src"}, infer_slice_scatter, LoweringClass::Layout);
+OpDef view("view", {"x"}, infer_view, V, attrs_of<ShapeAttrs>());
+OpDef expand("expand", {"x"}, infer_expand, V, attrs_of<ShapeAttrs>());
+OpDef permute("permute", {"x"}, infer_permute, V, attrs_of<PermuteAttrs>());
+OpDef slice("slice", {"x"}, infer_slice, V, attrs_of<SliceAttrs>());
+OpDef select("select", {"x"}, infer_select, V, attrs_of<SelectAttrs>());
+OpDef squeeze("squeeze", {"x"}, infer_squeeze, V, attrs_of<DimsAttrs>());
+OpDef unsqueeze("unsqueeze", {"x"}, infer_unsqueeze, V, attrs_of<DimAttrs>());
+OpDef as_strided("as_strided", {"x"}, infer_as_strided, V, attrs_of<AsStridedAttrs>());
+OpDef slice_scatter("slice_scatter", {"base", "src"}, infer_slice_scatter, LoweringClass::Layout,
+                    attrs_of<SliceAttrs>());
 OpDef clone("clone", {"x"}, infer_clone, LoweringClass::Layout);
 
 namespace {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kiln/op.h"
+#include "kiln/ops/factory.h"
 
 namespace kiln::ops {
 
@@ -15,9 +16,10 @@ struct DropoutAttrs : AttrsOf<DropoutAttrs> {
   // these attrs (never on the thread count), and replaying attrs replays the mask.
   uint64_t seed = 0;
   uint64_t offset = 0;
+  GeneratorRef generator;  // where seed/offset came from (a compiled graph draws anew)
   template <class V>
   void fields(V& v) {
-    v("p", p), v("seed", seed), v("offset", offset);
+    v("p", p), v("seed", seed), v("offset", offset), v("generator", generator);
   }
 };
 // dropout(x) -> (out, mask): mask[i] = keep element i (u_i >= p for a uniform u_i in [0, 1)).

@@ -74,6 +74,8 @@ struct GeneratorRef {
 };
 std::ostream& operator<<(std::ostream& os,
                          const GeneratorRef& g);  // "default" or "generator@0x..."
+// Reads the printed form back; an address names a generator of this process only.
+void parse_attr(std::string_view field, std::string_view text, GeneratorRef& g);
 
 }  // namespace kiln::ops
 

@@ -1,0 +1,53 @@
+// The reference backend: runs an IR graph node by node through the eager op table, so its
+// results are eager's by construction (bitwise, on the same thread count). Autograd records
+// through the same dispatch, so a graph run with grad mode on can be backpropagated.
+// Symbolic sizes take their values from the inputs on each run, and attributes that hold
+// them (reshape sizes, factory shapes) are rewritten with those values.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::interp {
+
+class Executable {
+ public:
+  explicit Executable(std::shared_ptr<const ir::Graph> graph);
+
+  // `inputs` holds one tensor per graph input, in the graph's order (the caller resolves
+  // parameters and buffers from the live module; constants may be passed undefined, the
+  // graph's own data is used). Returns one tensor per graph output.
+  std::vector<Tensor> run(std::span<const Tensor> inputs);
+
+  const ir::Graph& graph() const { return *graph_; }
+  // Random ops (OpDef::reseed) draw fresh stream positions on every run, as eager calls do.
+  // A segment re-recorded on each call, whose forward already drew them, replays the
+  // recorded positions instead.
+  void set_replay_recorded_random(bool replay) { replay_recorded_random_ = replay; }
+
+ private:
+  // Where each symbol's runtime value is read: (graph input, dim, symbol).
+  struct SymbolSource {
+    size_t input;
+    size_t dim;
+    int symbol;
+  };
+  struct RunState;
+
+  std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> inputs,
+                                RunState& state);
+  void run_control_flow(const ir::Node& node, std::span<const Tensor> args,
+                        std::span<Tensor> outputs, RunState& state);
+
+  std::shared_ptr<const ir::Graph> graph_;
+  int value_count_ = 0;
+  std::vector<SymbolSource> symbol_sources_;
+  std::unordered_set<const ir::Node*> symbolic_attrs_;  // nodes whose attributes hold symbols
+  bool replay_recorded_random_ = false;
+};
+
+}  // namespace kiln::interp

@@ -1,0 +1,109 @@
+// Building and reading graphs: values, nodes, regions, and the small printers for types,
+// locations and input kinds.
+#include "kiln/ir/graph.h"
+
+#include <algorithm>
+
+#include "kiln/ir/symbols.h"
+
+namespace kiln::ir {
+
+std::string type_str(const Type& t) {
+  std::string out(dtype_name(t.dtype));
+  out += '[';
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += format_size(t.shape[i]);
+  }
+  out += ']';
+  if (!t.device.is_cpu()) out += '@' + t.device.str();
+  return out;
+}
+
+std::string location_str(const Location& loc) {
+  if (!loc.known()) return "";
+  std::string out = loc.file + ':' + std::to_string(loc.line);
+  if (!loc.function.empty()) out += " (" + loc.function + ")";
+  return out;
+}
+
+const char* input_kind_name(InputKind k) {
+  switch (k) {
+    case InputKind::Input:
+      return "input";
+    case InputKind::Parameter:
+      return "param";
+    case InputKind::Buffer:
+      return "buffer";
+    case InputKind::Constant:
+      return "const";
+  }
+  return "?";
+}
+
+Graph::Graph(std::string name) : name_(std::move(name)) {}
+Graph::~Graph() = default;
+
+Value* Graph::add_input(InputKind kind, std::string name, Type type, Tensor constant) {
+  Value* v = make_value(std::move(type), next_value_id());
+  inputs_.push_back({kind, std::move(name), v, std::move(constant)});
+  return v;
+}
+
+Node* Graph::add_node(const OpDef& op, const Attrs& attrs, std::vector<Value*> inputs,
+                      const std::vector<Type>& output_types) {
+  auto node = std::make_unique<Node>();
+  node->op = &op;
+  node->attrs = attrs.clone();
+  node->inputs = std::move(inputs);
+  for (const Type& t : output_types) node->outputs.push_back(make_value(t, next_value_id()));
+  return append_node(std::move(node));
+}
+
+void Graph::add_output(Value* value, std::string name) {
+  outputs_.push_back({value, std::move(name)});
+}
+
+Graph* Graph::add_region(Node* node) {
+  auto region = std::make_unique<Graph>("region");
+  region->parent_ = this;
+  node->regions.push_back(std::move(region));
+  return node->regions.back().get();
+}
+
+size_t Graph::node_count() const {
+  size_t n = nodes_.size();
+  for (const auto& node : nodes_)
+    for (const auto& region : node->regions) n += region->node_count();
+  return n;
+}
+
+int Graph::next_value_id() {
+  Graph* root = this;
+  while (root->parent_) root = root->parent_;
+  return root->next_id_++;
+}
+
+Value* Graph::make_value(Type type, int id) {
+  // Keep the outermost counter past every explicit id, so values added after parsing
+  // never reuse one.
+  Graph* root = this;
+  while (root->parent_) root = root->parent_;
+  root->next_id_ = std::max(root->next_id_, id + 1);
+  auto v = std::make_unique<Value>();
+  v->id = id;
+  v->type = std::move(type);
+  values_.push_back(std::move(v));
+  return values_.back().get();
+}
+
+Node* Graph::append_node(std::unique_ptr<Node> node) {
+  for (size_t i = 0; i < node->outputs.size(); ++i) {
+    node->outputs[i]->producer = node.get();
+    node->outputs[i]->output_index = static_cast<int>(i);
+  }
+  nodes_.push_back(std::move(node));
+  return nodes_.back().get();
+}
+
+}  // namespace kiln::ir
