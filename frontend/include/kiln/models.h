@@ -5,6 +5,7 @@
 #include "kiln/models/batch_norm_cnn.h"
 #include "kiln/models/config.h"
 #include "kiln/models/fashion_mlp.h"
+#include "kiln/models/halving_mlp.h"
 #include "kiln/models/lazy_cnn.h"
 #include "kiln/models/registry.h"
 #include "kiln/models/residual_mlp.h"

@@ -21,7 +21,9 @@ void usage(std::ostream& os) {
         "       train on Fashion-MNIST, print the test accuracy, save a checkpoint with its "
         "config\n"
         "  eval --checkpoint FILE [--max-test N]\n"
-        "       rebuild a model from a checkpoint alone and print its test accuracy\n\n"
+        "       rebuild a model from a checkpoint alone and print its test accuracy\n"
+        "  explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--dot FILE]\n"
+        "       compile a model, call it twice, print its graph, guards, breaks, recompiles\n\n"
         "models: "
      << kiln::cli::model_names() << "\n";
 }
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
     if (command == "summary") return kiln::cli::run_summary(args);
     if (command == "train") return kiln::cli::run_train(args);
     if (command == "eval") return kiln::cli::run_eval(args);
+    if (command == "explain") return kiln::cli::run_explain(args);
     std::cerr << "kiln: unknown command '" << command << "'\n";
     usage(std::cerr);
     return 2;

@@ -6,6 +6,7 @@
 #include "kiln/models/batch_norm_cnn.h"
 #include "kiln/models/config.h"
 #include "kiln/models/fashion_mlp.h"
+#include "kiln/models/halving_mlp.h"
 #include "kiln/models/lazy_cnn.h"
 #include "kiln/models/residual_mlp.h"
 #include "kiln/models/transformer_classifier.h"
@@ -41,6 +42,11 @@ const std::vector<Entry>& entries() {
       entry<LazyCNNConfig>("lazy_cnn", "2 x (LazyConv2d, ReLU, max-pool) + LazyLinear head"),
       entry<TransformerClassifierConfig>("transformer",
                                          "pre-norm Transformer encoder over image rows"),
+      entry<HalvingMLPConfig>("halving-mlp",
+                              "784-64-10 MLP ending in a loop on a tensor value (graph-breaks "
+                              "when compiled)"),
+      entry<HalvingMLPWhileConfig>("halving-mlp-while",
+                                   "halving-mlp with its loop as kiln::while_loop (one graph)"),
   };
   return table;
 }

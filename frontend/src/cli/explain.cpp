@@ -1,0 +1,124 @@
+// `kiln explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--dot FILE]`: compiles
+// a catalog model (random weights, eval mode, seed 0), calls it on a random batch and then on
+// one of batch + 1 (to show a recompile), and prints the traced graph and kiln::explain's
+// report: graphs, guards, graph breaks with their source lines, recompiles with reasons.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "args.h"
+#include "commands.h"
+#include "kiln/kiln.h"
+#include "kiln/models/registry.h"
+
+namespace kiln::cli {
+
+namespace {
+
+// A forward traced as far as it goes. Where it breaks, `graph` holds the ops recorded before
+// the break (and no outputs): that is what can be drawn of a graph-breaking model.
+struct PartialTrace {
+  std::unique_ptr<ir::Graph> graph;
+  std::string graph_break;  // the GraphBreakError's message; "" when the whole forward traced
+};
+
+PartialTrace trace_until_break(nn::Module& model, const Tensor& x) {
+  PartialTrace out;
+  detail::ForwardFn forward = [&](const std::vector<Tensor>& inputs) -> std::vector<Tensor> {
+    try {
+      return {model(inputs.at(0))};
+    } catch (const GraphBreakError& e) {
+      out.graph_break = e.what();
+      return {};
+    }
+  };
+  out.graph = detail::trace_module(model, {x}, forward);
+  return out;
+}
+
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Writes the DOT text to `path`, and a PNG beside it when Graphviz's `dot` is installed.
+void write_dot(const PartialTrace& traced, const std::string& path) {
+  ir::DotOptions options;
+  options.cluster_modules = true;
+  // The host read that broke the trace is almost always of the last value recorded.
+  if (!traced.graph_break.empty() && !traced.graph->nodes().empty())
+    options.highlighted.push_back(traced.graph->nodes().back().get());
+  {
+    std::ofstream file(path);
+    KILN_CHECK(file.good(), "[explain] expected a writable --dot file, cannot open '", path,
+               "'. Fix: give a path in an existing, writable directory.");
+    file << ir::to_dot(*traced.graph, options);
+    file.close();
+    KILN_CHECK(!file.fail(), "[explain] writing --dot file '", path,
+               "' failed. Fix: check the disk space and permissions.");
+  }
+  std::cout << "wrote " << path;
+  if (!traced.graph_break.empty())
+    std::cout << " (the ops before the graph break; the last in red)";
+  std::cout << "\n";
+  std::string png = std::filesystem::path(path).replace_extension(".png").string();
+  if (png == path) png += ".png";
+  std::cout.flush();  // before the shell's output, if any
+  if (std::system("command -v dot > /dev/null 2>&1") != 0) {
+    std::cout << "  (no PNG: Graphviz's `dot` is not installed; draw it with `dot -Tpng " << path
+              << " -o " << png << "`)\n";
+    return;
+  }
+  int rc = std::system(("dot -Tpng " + shell_quoted(path) + " -o " + shell_quoted(png)).c_str());
+  if (rc == 0) {
+    std::cout << "wrote " << png << "\n";
+  } else {
+    std::cout << "  (no PNG: `dot -Tpng " << path << "` failed with status " << rc << ")\n";
+  }
+}
+
+}  // namespace
+
+int run_explain(const std::vector<std::string>& raw) {
+  Args args("explain", raw, {"model", "config", "batch", "dot"}, {"fullgraph"});
+  KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
+  const std::string name = args.str("model", "");
+  const json::Value config = models::resolve_config(name, parse_config_option(args));
+  const int64_t batch = args.positive("batch", 2);
+  const bool fullgraph = args.has("fullgraph");
+
+  manual_seed(0);
+  std::shared_ptr<nn::Module> model = models::build_model(name, config);
+  model->eval();
+  // Every catalog model reads Fashion-MNIST images (as `kiln summary` assumes).
+  Tensor x = randn({batch, 1, 28, 28});
+  Tensor bigger = randn({batch + 1, 1, 28, 28});
+  std::cout << "model " << name << " " << json::dump(config) << "\n"
+            << "inputs: x " << x.type_str() << ", then " << bigger.type_str()
+            << " (random; weights random, seed 0, eval mode)\n\n";
+
+  PartialTrace traced = trace_until_break(*model, x);
+  std::cout << "traced graph (kiln::trace):\n" << ir::print_graph(*traced.graph);
+  if (!traced.graph_break.empty())
+    std::cout << "  ... the trace stops here: " << traced.graph_break << "\n";
+  std::cout << "\n";
+  if (args.has("dot")) write_dot(traced, args.str("dot", ""));
+
+  CompileOptions options;
+  options.fullgraph = fullgraph;
+  auto compiled = compile(model, options);
+  try {
+    compiled(x);
+    compiled(bigger);
+  } catch (const GraphBreakError& e) {
+    std::cerr << "kiln explain: compile(fullgraph) failed: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << "\n";
+  explain(compiled).print(std::cout);
+  return 0;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `kiln explain` end to end: the traced graph and the explain report with a recompile, a
+# graph break under --fullgraph naming halving_mlp.cpp's line (exit 1), its while_loop
+# rewrite compiling whole, --dot output with module clusters, and the option errors.
+# Usage: explain.sh KILN_BINARY. Needs no dataset (inputs are random).
+set -euo pipefail
+kiln="$1"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+has() { grep -qF -- "$2" "$1" || fail "$3: '$2' missing from $(cat "$1")"; }
+# run NAME ARGS...: runs kiln with stdout+stderr in $tmp/NAME.txt, the exit status in $rc.
+run() {
+  local name="$1"; shift
+  set +e
+  "$kiln" "$@" > "$tmp/$name.txt" 2>&1; rc=$?
+  set -e
+}
+
+run mlp explain --model fashion_mlp
+[ "$rc" -eq 0 ] || fail "fashion_mlp: exit $rc: $(cat "$tmp/mlp.txt")"
+has "$tmp/mlp.txt" "graph FashionMLP" "fashion_mlp"
+has "$tmp/mlp.txt" "recompile 2/8" "fashion_mlp"
+has "$tmp/mlp.txt" "2 graphs, 0 graph breaks, 1 recompile, 2 calls" "fashion_mlp"
+
+run break explain --model halving-mlp --fullgraph
+[ "$rc" -ne 0 ] || fail "halving-mlp --fullgraph: exit 0"
+has "$tmp/break.txt" "halving_mlp.cpp:" "halving-mlp --fullgraph"
+has "$tmp/break.txt" "compile(fullgraph) failed" "halving-mlp --fullgraph"
+
+run while explain --model halving-mlp-while --fullgraph --batch 3
+[ "$rc" -eq 0 ] || fail "halving-mlp-while --fullgraph: exit $rc: $(cat "$tmp/while.txt")"
+has "$tmp/while.txt" "while_loop" "halving-mlp-while"
+has "$tmp/while.txt" "float32[3, 1, 28, 28], then float32[4, 1, 28, 28]" "halving-mlp-while --batch"
+
+run dot explain --model fashion_mlp --dot "$tmp/x.dot"
+[ "$rc" -eq 0 ] || fail "--dot: exit $rc: $(cat "$tmp/dot.txt")"
+[ -s "$tmp/x.dot" ] || fail "--dot wrote no file"
+has "$tmp/x.dot" "digraph" "--dot"
+has "$tmp/x.dot" "cluster" "--dot"
+if command -v dot > /dev/null; then
+  [ -s "$tmp/x.png" ] || fail "--dot: dot is installed but no x.png was written"
+fi
+
+# Without --fullgraph the break runs eagerly; the DOT holds the ops traced before it.
+run partial explain --model halving-mlp --dot "$tmp/partial.dot"
+[ "$rc" -eq 0 ] || fail "halving-mlp: exit $rc: $(cat "$tmp/partial.txt")"
+has "$tmp/partial.txt" "the trace stops here" "halving-mlp"
+has "$tmp/partial.txt" "2 graph breaks" "halving-mlp"
+has "$tmp/partial.dot" "digraph" "halving-mlp --dot"
+has "$tmp/partial.dot" "fc2" "halving-mlp --dot"
+
+run opt explain --model fashion_mlp --bogus 1
+[ "$rc" -eq 1 ] || fail "unknown option: exit $rc"
+has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model, --config, --batch, --dot, --fullgraph" "unknown option"
+run nomodel explain
+[ "$rc" -eq 1 ] || fail "no --model: exit $rc"
+has "$tmp/nomodel.txt" "--model NAME is required. Models: fashion_mlp" "no --model"
+has "$tmp/nomodel.txt" "halving-mlp-while" "no --model"
+run batch explain --model fashion_mlp --batch 0
+[ "$rc" -eq 1 ] || fail "--batch 0: exit $rc"
+has "$tmp/batch.txt" "--batch must be positive, got 0" "--batch 0"
+run baddot explain --model fashion_mlp --dot "$tmp/no/such/dir/x.dot"
+[ "$rc" -eq 1 ] || fail "unwritable --dot: exit $rc"
+has "$tmp/baddot.txt" "expected a writable --dot file, cannot open" "unwritable --dot"
+if [ -w /dev/full ]; then
+  run fulldot explain --model fashion_mlp --dot /dev/full
+  [ "$rc" -eq 1 ] || fail "--dot /dev/full: exit $rc"
+  has "$tmp/fulldot.txt" "writing --dot file '/dev/full' failed" "--dot /dev/full"
+fi
+echo "kiln explain: all checks passed"
