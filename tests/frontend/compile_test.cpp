@@ -529,3 +529,91 @@ TEST(CompileDynamic, ASizeComputedOnTheHostFallsBackToStaticAndSaysWhy) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Each kind of host read names its own line under fullgraph.
+struct Reads : nn::Module {
+  nn::ModulePtr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(2, 2));
+  int kind = 0;
+  int line = 0;
+  Tensor forward(const Tensor& x) override {
+    Tensor y = fc(x);
+    switch (kind) {
+      case 0:
+        line = __LINE__ + 1;
+        (void)y.data_ptr<float>();
+        break;
+      case 1:
+        line = __LINE__ + 1;
+        (void)y.to_vector<float>();
+        break;
+      default: {
+        std::ostringstream os;
+        line = __LINE__ + 1;
+        os << y;
+        break;
+      }
+    }
+    return y;
+  }
+};
+
+TEST(Compile, EveryConcretizationKindNamesItsLineAndModule) {
+  const char* what[] = {"data_ptr()", "to_vector()", "printing the tensor"};
+  for (int kind = 0; kind < 3; ++kind) {
+    auto model = std::make_shared<Reads>();
+    model->kind = kind;
+    auto compiled = compile(model, {.fullgraph = true});
+    std::string msg = error_of([&] { compiled(randn({1, 2})); });
+    EXPECT_NE(msg.find(what[kind]), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tests/frontend/compile_test.cpp:" + std::to_string(model->line)),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("in the root module"), std::string::npos) << msg;
+    // Without fullgraph: segments, equal to eager.
+    auto relaxed = compile(model);
+    Tensor x = randn({1, 2});
+    EXPECT_TRUE(same(relaxed(x), (*model)(x)));
+  }
+}
+
+TEST(Compile, ModuleStructureAndParameterIdentityAreGuarded) {
+  auto model = std::make_shared<Mlp>();
+  auto compiled = compile(model);
+  LogCapture log;
+  Tensor x = randn({2, 6});
+  compiled(x);
+  model->register_module("extra", std::make_shared<nn::ReLU>());
+  compiled(x);
+  auto lines = log.of("recompiles");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("module extra: added"), std::string::npos) << lines[0];
+  // Replacing a registered parameter's tensor (not its data) is another graph.
+  *model->fc1->find_parameter("bias") = zeros({8}).requires_grad_();
+  compiled(x);
+  lines = log.of("recompiles");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("parameter fc1.bias: replaced by another tensor"), std::string::npos)
+      << lines[1];
+}
+
+TEST(Compile, ExplainReportsTraceTimeByModule) {
+  auto model = std::make_shared<Mlp>();
+  auto compiled = compile(model);
+  compiled(randn({2, 6}));
+  ExplainReport r = explain(compiled);
+  ASSERT_EQ(r.entries.size(), 1u);
+  std::vector<std::string> paths;
+  for (const auto& [path, ms] : r.entries[0].trace_ms_by_module) {
+    paths.push_back(path);
+    EXPECT_GE(ms, 0.0);
+  }
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "fc1"), paths.end());
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "fc2"), paths.end());
+  EXPECT_NE(r.str().find("trace time by module:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -227,6 +227,8 @@ struct ExplainEntry {
   size_t segments = 0;                // segments per call (latest call)
   uint64_t segment_hits = 0, segment_misses = 0;  // the segment cache
   double trace_ms = 0;
+  // Trace time by module path ("" the root), slowest first.
+  std::vector<std::pair<std::string, double>> trace_ms_by_module;
   uint64_t calls = 0;
 };
 

@@ -1,6 +1,7 @@
 // The compiled-module cache: finds the entry whose guards hold, traces and compiles on a
 // miss (logging why), runs the entry's backend with the live parameters and buffers, and
 // writes updated buffers back.
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -26,7 +27,8 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
                                       std::vector<CapturedConstant>* captured,
                                       const std::vector<Shape>& shapes = {},
                                       std::vector<bool>* defined_outputs = nullptr,
-                                      const std::vector<std::string>& names = {}) {
+                                      const std::vector<std::string>& names = {},
+                                      std::map<std::string, double>* module_ms = nullptr) {
   Tracer tracer(model, model.type_name());
   std::vector<Tensor> symbolic;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -59,6 +61,7 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
                 "register it with register_parameter."));
   }
   if (captured) *captured = tracer.captured();
+  if (module_ms) *module_ms = tracer.module_ms();
   return graph;
 }
 
@@ -76,6 +79,7 @@ struct Entry {
   std::vector<GraphBreak> breaks;  // of the latest call
   size_t segments_per_call = 0;
   double trace_ms = 0;
+  std::map<std::string, double> module_ms;  // trace time by module path
   uint64_t calls = 0;
 };
 
@@ -278,7 +282,7 @@ std::unique_ptr<ir::Graph> CompiledCore::trace_entry(Entry& entry,
     std::string why;
     try {
       auto graph = trace_with(*model_, tensors, forward, &entry.captured, main,
-                              &entry.defined_outputs, names);
+                              &entry.defined_outputs, names, &entry.module_ms);
       auto twin = trace_with(*model_, tensors, forward, nullptr, alternate, nullptr, names);
       translate_alternate(*twin);
       std::optional<std::string> diff = first_difference(*graph, *twin);
@@ -313,7 +317,8 @@ std::unique_ptr<ir::Graph> CompiledCore::trace_entry(Entry& entry,
                      why));
     plan = std::move(next);
   }
-  return trace_with(*model_, tensors, forward, &entry.captured, {}, &entry.defined_outputs, names);
+  return trace_with(*model_, tensors, forward, &entry.captured, {}, &entry.defined_outputs, names,
+                    &entry.module_ms);
 }
 
 std::vector<Tensor> CompiledCore::run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
@@ -450,6 +455,9 @@ ExplainReport CompiledCore::explain() const {
                   b.module_path.empty() ? "the root module" : "module '" + b.module_path + "'"));
     }
     x.trace_ms = e->trace_ms;
+    x.trace_ms_by_module.assign(e->module_ms.begin(), e->module_ms.end());
+    std::sort(x.trace_ms_by_module.begin(), x.trace_ms_by_module.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
     x.calls = e->calls;
     if (e->graph) {
       x.ops = e->graph->node_count();

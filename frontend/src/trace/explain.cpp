@@ -38,6 +38,14 @@ void ExplainReport::print(std::ostream& os) const {
         b += same;
       }
     }
+    if (!e.trace_ms_by_module.empty()) {
+      os << "  trace time by module:";
+      for (size_t m = 0; m < e.trace_ms_by_module.size() && m < 5; ++m) {
+        const auto& [path, ms] = e.trace_ms_by_module[m];
+        os << (m ? ", " : " ") << (path.empty() ? "<root>" : path) << " " << ms << " ms";
+      }
+      os << "\n";
+    }
     os << "  guards:\n";
     for (const std::string& g : e.guards) os << "    " << g << "\n";
     if (!e.captured.empty()) {

@@ -194,6 +194,10 @@ ir::Node* Tracer::record(const OpDef& op, const Attrs& attrs, TensorSpan inputs,
   ir::Node* node = current_graph()->add_node(op, attrs, std::move(values), types);
   node->module_path = current_module_path();
   node->loc = user_location();
+  auto now = std::chrono::steady_clock::now();
+  module_ms_[node->module_path] +=
+      std::chrono::duration<double, std::milli>(now - last_record_).count();
+  last_record_ = now;
   for (ir::Value* out : node->outputs) {
     owner_[out] = current_graph();
     from_input_.resize(static_cast<size_t>(out->id) + 1, false);

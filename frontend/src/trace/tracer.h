@@ -12,6 +12,8 @@
 // with real values.
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +76,9 @@ class Tracer final : public DispatchInterceptor {
   std::unique_ptr<ir::Graph> finish();
 
   const std::vector<CapturedConstant>& captured() const { return captured_; }
+  // Milliseconds spent per module path while recording (from one recorded op to the next,
+  // charged to the module of the later one: its C++ code and the tracer's own work).
+  const std::map<std::string, double>& module_ms() const { return module_ms_; }
 
   // ---- DispatchInterceptor ----
   Tensors intercept(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
@@ -159,6 +164,8 @@ class Tracer final : public DispatchInterceptor {
   std::vector<Tensor> keep_alive_;  // captured tensors stay valid while the graph lives
   std::vector<std::shared_ptr<TensorImpl>> shadowed_buffers_;  // written: traced until the end
   std::vector<CapturedConstant> captured_;
+  std::map<std::string, double> module_ms_;
+  std::chrono::steady_clock::time_point last_record_ = std::chrono::steady_clock::now();
   std::vector<bool> from_input_;  // by value id: depends on a user input
   std::vector<Frame> frames_;     // the root graph, then the regions being recorded
   std::unordered_map<const ir::Value*, const ir::Graph*> owner_;  // where each value lives
