@@ -67,8 +67,8 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
 
 struct Entry {
   GuardSet guards;
-  std::shared_ptr<const ir::Graph> graph;          // null for an eager entry
-  std::unique_ptr<interp::Executable> executable;  // null for an eager entry
+  std::shared_ptr<const ir::Graph> graph;          // null for a segmented entry
+  std::unique_ptr<interp::Executable> executable;  // null for a segmented entry
   std::vector<Tensor> state;  // by graph input: the live parameter / buffer (else undefined)
   std::vector<std::pair<size_t, Tensor>> write_back;  // graph output index -> buffer
   std::vector<CapturedConstant> captured;
