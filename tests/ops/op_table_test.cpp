@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "harness.h"
@@ -166,6 +167,22 @@ TEST(OpTable, EveryOpIsComplete) {
 
 TEST(OpTable, CasesNameRealOps) {
   for (const OpCase& c : registry()) EXPECT_TRUE(find_op(c.op)) << case_name(c) << " names no op in the table";
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// Integer neg, abs and square wrap around as in PyTorch, instead of overflowing (undefined
+// behaviour the sanitizer build reports).
+TEST(OpTable, IntegerNegationAndSquaringWrap) {
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  Tensor x = Tensor::from_vector<int64_t>({lowest, -3, 3});
+  EXPECT_EQ(neg(x).to_vector<int64_t>(), (std::vector<int64_t>{lowest, 3, -3}));
+  EXPECT_EQ(abs(x).to_vector<int64_t>(), (std::vector<int64_t>{lowest, 3, 3}));
+  EXPECT_EQ(square(x).to_vector<int64_t>(), (std::vector<int64_t>{0, 9, 9}));
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 
 #include <unsupported/Eigen/SpecialFunctions>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/view.h"
 #include "loops.h"
+#include "wrapping.h"
 
 namespace kiln::cpu {
 
@@ -86,10 +88,10 @@ KILN_FLOAT_UNARY(reciprocal, T(1) / x, x.inverse())
     });                                                                          \
   }
 
-KILN_NUMERIC_UNARY(neg, static_cast<T>(-x))
-KILN_NUMERIC_UNARY(abs, x < 0 ? static_cast<T>(-x) : x)
+KILN_NUMERIC_UNARY(neg, wrapping_neg(x))
+KILN_NUMERIC_UNARY(abs, x < T(0) ? wrapping_neg(x) : x)
 KILN_NUMERIC_UNARY(relu, x > T(0) ? x : T(0))
-KILN_NUMERIC_UNARY(square, static_cast<T>(x * x))
+KILN_NUMERIC_UNARY(square, wrapping_mul(x, x))
 KILN_NUMERIC_UNARY(sign, static_cast<T>((x > T(0)) - (x < T(0))))
 #undef KILN_NUMERIC_UNARY
 
@@ -218,7 +220,9 @@ void add_kernel(KernelCall& c) {
     if constexpr (std::is_same_v<T, bool>) {
       binary_loop<T, T, T>(c.outputs[0], c.inputs[0], c.inputs[1], [](T a, T b) { return a || b; });
     } else {
-      binary_loop<T, T, T>(c.outputs[0], c.inputs[0], c.inputs[1], [](T a, T b) { return static_cast<T>(a + b); });
+      binary_loop<T, T, T>(c.outputs[0], c.inputs[0], c.inputs[1], [](T a, T b) {
+        return wrapping_add(a, b);
+      });
     }
   });
 }
@@ -228,11 +232,15 @@ void mul_kernel(KernelCall& c) {
     if constexpr (std::is_same_v<T, bool>) {
       binary_loop<T, T, T>(c.outputs[0], c.inputs[0], c.inputs[1], [](T a, T b) { return a && b; });
     } else {
-      binary_loop<T, T, T>(c.outputs[0], c.inputs[0], c.inputs[1], [](T a, T b) { return static_cast<T>(a * b); });
+      binary_loop<T, T, T>(c.outputs[0], c.inputs[0], c.inputs[1], [](T a, T b) {
+        return wrapping_mul(a, b);
+      });
     }
   });
 }
-void sub_kernel(KernelCall& c) { binary_same(c, [](auto a, auto b) { return a - b; }, false); }
+void sub_kernel(KernelCall& c) {
+  binary_same(c, [](auto a, auto b) { return wrapping_sub(a, b); }, false);
+}
 void div_kernel(KernelCall& c) { binary_same(c, [](auto a, auto b) { return a / b; }, false); }
 void pow_kernel(KernelCall& c) { binary_same(c, [](auto a, auto b) { return std::pow(a, b); }, false); }
 

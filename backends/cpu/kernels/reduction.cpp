@@ -8,6 +8,7 @@
 #include "kernels.h"
 #include "loops.h"
 #include "reduce.h"
+#include "wrapping.h"
 
 namespace kiln::cpu {
 
@@ -19,8 +20,8 @@ template <class T, class A>
 struct SumR {
   using Acc = A;
   Acc init() const { return Acc(0); }
-  Acc step(Acc a, T x) const { return a + static_cast<Acc>(x); }
-  Acc merge(Acc a, Acc b) const { return a + b; }
+  Acc step(Acc a, T x) const { return wrapping_add(a, static_cast<Acc>(x)); }
+  Acc merge(Acc a, Acc b) const { return wrapping_add(a, b); }
   A done(Acc a, int64_t) const { return a; }
 };
 
@@ -28,8 +29,8 @@ template <class T, class A>
 struct ProdR {
   using Acc = A;
   Acc init() const { return Acc(1); }
-  Acc step(Acc a, T x) const { return a * static_cast<Acc>(x); }
-  Acc merge(Acc a, Acc b) const { return a * b; }
+  Acc step(Acc a, T x) const { return wrapping_mul(a, static_cast<Acc>(x)); }
+  Acc merge(Acc a, Acc b) const { return wrapping_mul(a, b); }
   A done(Acc a, int64_t) const { return a; }
 };
 
