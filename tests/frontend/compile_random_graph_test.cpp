@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "frontend/compare_bits.h"
 #include "kiln/backends/interp.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/debug_print.h"
@@ -21,22 +22,6 @@ namespace {
 namespace F = nn::functional;
 
 // ---- comparing ----
-
-// Same shape, dtype and bits in every element (nan matches nan; -0 does not match 0).
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
-  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "one is undefined";
-  if (!a.defined()) return ::testing::AssertionSuccess();
-  if (!(Shape(a.sizes()) == Shape(b.sizes())) || a.dtype() != b.dtype())
-    return ::testing::AssertionFailure() << a.type_str() << " vs " << b.type_str();
-  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i) {
-    bool equal = (std::isnan(x[i]) && std::isnan(y[i])) ||
-                 (x[i] == y[i] && std::signbit(x[i]) == std::signbit(y[i]));
-    if (!equal)
-      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // Equal up to a few units in the last place of the dtype.
 ::testing::AssertionResult close_bits(const Tensor& a, const Tensor& b) {
@@ -636,12 +621,14 @@ class ProgramBuilder {
     return true;
   }
 
-  // Index tensors are host constants made from the generator: the graph captures them.
-  Tensor indices(int64_t bound, std::vector<int64_t> shape) {
+  // Index tensors are host constants made from the generator: the graph captures them. Their
+  // values are 0 or 1 (1 only where the indexed size is not 1), never derived from a size: a
+  // dynamic dim's size is not known while tracing.
+  Tensor indices(int64_t size, std::vector<int64_t> shape) {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     std::vector<int64_t> v(static_cast<size_t>(n));
-    for (int64_t& i : v) i = rng_.below(bound);
+    for (int64_t& i : v) i = size == 1 ? 0 : rng_.below(2);
     return Tensor::from_vector<int64_t>(v, shape);
   }
 
@@ -650,8 +637,9 @@ class ProgramBuilder {
     if (x.dim() == 0) return false;
     int64_t d = dim_of(x), n = x.size(d);
     std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
-      // scatter_add's index may not be longer than its source (x) along d.
-    shape[static_cast<size_t>(d < 0 ? d + x.dim() : d)] = 1 + rng_.below(std::min<int64_t>(3, n));
+    // scatter_add's index may not be longer than its source (x) along d; sizes other than 1
+    // are at least 2.
+    shape[static_cast<size_t>(d < 0 ? d + x.dim() : d)] = n == 1 ? 1 : 1 + rng_.below(2);
     switch (rng_.below(4)) {
       case 0:
         push(index_select(x, d, indices(n, {1 + rng_.below(4)})), true);
@@ -952,15 +940,16 @@ struct Lookups : nn::Module {
     Tensor e = F::embedding(ids, table, 0) * x.unsqueeze(-1);
     Tensor hot = cast(F::one_hot(ids, 6), x.dtype());
     Tensor norm = F::layer_norm(e, {3}, table.select(0, 0), table.select(0, 1));
-    Tensor all = cat({e.flatten(), hot.flatten(), norm.flatten(),
-                      x.as_strided({2, 2}, {1, 2}).flatten(),
-                      F::pad(x, {1, 2}, "replicate").flatten(),
-                      F::pad(x, {1, 1}, "circular").flatten()});
+    Tensor all =
+        cat({e.flatten(), hot.flatten(), norm.flatten(), x.as_strided({2, 2}, {1, 2}).flatten(),
+             F::pad(x, {1, 2}, "replicate").flatten(), F::pad(x, {1, 1}, "circular").flatten()});
     return debug_print(all, "lookups");  // printed through a quiet sink (see the test)
   }
   // Keeps debug_print's lines out of the test log.
   struct QuietPrints {
-    QuietPrints() { ops::set_debug_print_sink([](std::string_view) {}); }
+    QuietPrints() {
+      ops::set_debug_print_sink([](std::string_view) {});
+    }
     ~QuietPrints() { ops::set_debug_print_sink({}); }
   };
 };
