@@ -29,6 +29,12 @@ void Tensor::retain_grad() const {
 }
 
 Tensor Tensor::detach() const {
+  // Under a trace, an op: the compiled graph must cut the gradient here too.
+  if (impl_->symbolic && current_interceptor()) {
+    detail::ensure_initialized();
+    Tensor self = *this;
+    return dispatch1(ops::detach, TensorSpan(&self, 1));
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = impl_->storage;
   impl->sizes = impl_->sizes;

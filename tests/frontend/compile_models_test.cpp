@@ -9,9 +9,9 @@
 #include <functional>
 #include <map>
 
+#include "frontend/compare_bits.h"
 #include "kiln/backends/interp.h"
 #include "kiln/kiln.h"
-#include "frontend/compare_bits.h"
 #include "test_util.h"
 
 namespace kiln {

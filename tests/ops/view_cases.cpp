@@ -2,6 +2,7 @@
 #include "harness.h"
 #include "kiln/debug_print.h"
 #include "kiln/ops/debug_print.h"
+#include "kiln/ops/view.h"
 
 namespace kiln::testing {
 namespace {
@@ -89,6 +90,14 @@ Register views({
            return out;
          },
          [](const std::vector<Ref>& r) { return r[0]; }),
+    [] {
+      // Eager detach() needs no kernel; traces dispatch the op (its kernel aliases x).
+      OpCase c = make("detach", "alias", {{{{3, 4}}}},
+                      [](const std::vector<Tensor>& in) { return dispatch1(ops::detach, TensorSpan(&in[0], 1)); },
+                      [](const std::vector<Ref>& r) { return r[0]; });
+      c.gradcheck = false;
+      return c;
+    }(),
     make("clone", "copy", {{{{3, 4}}}, {{{}}}, {{{0}}}},
          [](const std::vector<Tensor>& in) { return in[0].clone(); },
          [](const std::vector<Ref>& r) { return r[0]; }),

@@ -53,6 +53,7 @@ Tracer::Tracer(nn::Module& root, std::string graph_name, Mode mode, SegmentCache
   KILN_CHECK(mode != Mode::Segmented || segments, "[trace] segmented mode needs a segment cache.");
   state_->tracer = this;
   frames_.push_back(Frame{graph_.get()});
+  traced_grad_mode_ = grad_mode_enabled();
   for (const auto& [path, t] : root.named_parameters("", true, true))
     if (t.defined()) state_slots_.emplace(t.impl(), StateSlot{path, ir::InputKind::Parameter});
   for (const auto& [path, t] : root.named_buffers("", true, true)) {
@@ -242,10 +243,26 @@ Tensors Tracer::intercept(const OpDef& op, TensorSpan inputs, const Attrs& attrs
   ir::Node* node = record(op, attrs, inputs, types);
   // Compiled runs draw their own random positions: the trace's draw does not count.
   if (mode_ == Mode::Trace && op.return_draw) op.return_draw(attrs, inputs);
+  std::vector<ir::Value*> results = node->outputs;
+  // Under NoGradGuard inside a forward traced with grad mode on, eager results carry no
+  // gradient history: cut it in the graph too, since the graph runs with grad mode on.
+  static const OpDef* detach_op = find_op("detach");
+  if (traced_grad_mode_ && !grad_mode_enabled() && op.differentiable) {
+    for (ir::Value*& v : results) {
+      if (!is_floating(v->type.dtype)) continue;
+      ir::Node* cut = current_graph()->add_node(*detach_op, no_attrs(), {v}, {v->type});
+      cut->module_path = node->module_path;
+      cut->loc = node->loc;
+      owner_[cut->outputs[0]] = current_graph();
+      from_input_.resize(static_cast<size_t>(cut->outputs[0]->id) + 1, false);
+      from_input_[cut->outputs[0]->id] = from_input_[v->id];
+      v = cut->outputs[0];
+    }
+  }
   Tensors out;
-  for (size_t k = 0; k < node->outputs.size(); ++k)
-    out.push_back(strides.empty() ? make_traced(node->outputs[k])
-                                  : make_traced(node->outputs[k], strides[k], true));
+  for (size_t k = 0; k < results.size(); ++k)
+    out.push_back(strides.empty() ? make_traced(results[k])
+                                  : make_traced(results[k], strides[k], true));
   return out;
 }
 

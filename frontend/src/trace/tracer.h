@@ -156,6 +156,7 @@ class Tracer final : public DispatchInterceptor {
   std::unique_ptr<ir::Graph> graph_;
   DispatchInterceptor* previous_ = nullptr;
   bool installed_ = false;
+  bool traced_grad_mode_ = true;  // grad mode when the trace began
   std::unordered_map<const TensorImpl*, StateSlot> state_slots_;
   std::unordered_map<std::string, Tensor> buffers_by_path_;
   // Concrete tensors already in the graph (parameters, buffers, constants).

@@ -236,6 +236,11 @@ void infer_clone(InferCall& c) {
   push(c, Shape(c.inputs[0].sizes()));
 }
 
+void detach_kernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  c.outputs[0] = x.alias(x.sizes(), x.strides(), x.storage_offset());
+}
+
 OpDef& as_view(OpDef& op, KernelFn kernel) {
   op.kernel_makes_outputs = true;
   op.saves_inputs = 0;
@@ -285,6 +290,7 @@ OpDef as_strided("as_strided", {"x"}, infer_as_strided, V, attrs_of<AsStridedAtt
 OpDef slice_scatter("slice_scatter", {"base", "src"}, infer_slice_scatter, LoweringClass::Layout,
                     attrs_of<SliceAttrs>());
 OpDef clone("clone", {"x"}, infer_clone, LoweringClass::Layout);
+OpDef detach("detach", {"x"}, infer_clone, LoweringClass::View);
 
 namespace {
 struct Properties {
@@ -297,6 +303,8 @@ struct Properties {
     as_view(squeeze, squeeze_kernel);
     as_view(unsqueeze, unsqueeze_kernel);
     as_view(as_strided, as_strided_kernel);
+    as_view(detach, detach_kernel);
+    detach.differentiable = false;
     // The vjp maps the view back onto the input's storage positions, so it needs the
     // input's strides and offset, which only the saved input carries.
     as_strided.saves_inputs = 1;

@@ -61,6 +61,11 @@ extern OpDef as_strided;
 // slice's gradient (and select's, with a length-1 slice).
 extern OpDef slice_scatter;
 
+// detach: the same data, cut from autograd (not differentiable). Eager code detaches
+// without dispatch; a trace records this op so compiled runs stop gradients where eager
+// does (detach(), results computed under NoGradGuard).
+extern OpDef detach;
+
 // clone: a contiguous copy. copy_(dst, src) is clone's kernel writing into dst.
 extern OpDef clone;
 
