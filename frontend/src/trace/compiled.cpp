@@ -25,9 +25,9 @@ namespace {
 std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tensor>& inputs,
                                       const ForwardFn& forward,
                                       std::vector<CapturedConstant>* captured,
-                                      const std::vector<Shape>& shapes = {},
-                                      std::vector<bool>* defined_outputs = nullptr,
-                                      const std::vector<std::string>& names = {},
+                                      const std::vector<Shape>& shapes,
+                                      std::vector<bool>* defined_outputs,
+                                      const std::vector<std::string>& names,
                                       std::map<std::string, double>* module_ms = nullptr) {
   Tracer tracer(model, model.type_name());
   std::vector<Tensor> symbolic;
@@ -36,11 +36,8 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
       symbolic.emplace_back();
       continue;
     }
-    std::string name = i < names.size()     ? names[i]
-                       : inputs.size() == 1 ? "x"
-                                            : "input" + std::to_string(i);
     Shape shape = i < shapes.size() ? shapes[i] : Shape(inputs[i].sizes());
-    symbolic.push_back(tracer.add_input(inputs[i], name, shape));
+    symbolic.push_back(tracer.add_input(inputs[i], names.at(i), shape));
   }
   std::vector<Tensor> outputs = forward(symbolic);
   if (defined_outputs) defined_outputs->clear();
@@ -132,17 +129,6 @@ class CompiledCore {
 
 namespace {
 
-std::vector<std::string> input_names(const CompileOptions& o, size_t n) {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < n; ++i) {
-    if (i < o.input_names.size())
-      names.push_back(o.input_names[i]);
-    else
-      names.push_back(n == 1 ? "x" : "input" + std::to_string(i));
-  }
-  return names;
-}
-
 std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
@@ -154,7 +140,6 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
 GuardSet CompiledCore::current_guards(const std::vector<Tensor>& tensors,
                                       std::vector<StaticArg> statics) {
   GuardSet g;
-  g.input_names = input_names(options_, tensors.size());
   for (const Tensor& t : tensors) g.inputs.push_back(tensor_guard(t));
   g.static_args = std::move(statics);
   g.grad_mode = grad_mode_enabled();
@@ -182,7 +167,8 @@ std::pair<const Entry*, std::vector<std::string>> CompiledCore::closest(
   const Entry* best = nullptr;
   std::vector<std::string> failures;
   for (const auto& e : entries_) {
-    std::vector<std::string> f = guard_failures(e->guards, now, hints);
+    std::vector<std::string> f =
+        guard_failures(e->guards, now, hints, input_names(options_, now.inputs.size()));
     if (!best || f.size() < failures.size()) {
       best = e.get();
       failures = std::move(f);
@@ -373,7 +359,8 @@ Entry& CompiledCore::add_entry(const std::vector<Tensor>& tensors, GuardSet guar
     }
     if (log_enabled(LogChannel::Graphs)) log_line(LogChannel::Graphs, ir::print_graph(*graph));
     if (log_enabled(LogChannel::Guards))
-      log_line(LogChannel::Guards, join(describe_guards(entry->guards), "; "));
+      log_line(LogChannel::Guards,
+               join(describe_guards(entry->guards, input_names(options_, tensors.size())), "; "));
     std::shared_ptr<const ir::Graph> shared(std::move(graph));
     entry->executable = std::make_unique<interp::Executable>(shared);
     entry->graph = std::move(shared);
@@ -421,7 +408,8 @@ std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
 
 std::unique_ptr<ir::Graph> trace_module(nn::Module& model, const std::vector<Tensor>& inputs,
                                         const ForwardFn& forward) {
-  return trace_with(model, inputs, forward, nullptr);
+  return trace_with(model, inputs, forward, nullptr, {}, nullptr,
+                    input_names(CompileOptions{}, inputs.size()));
 }
 
 std::shared_ptr<CompiledCore> make_compiled_core(std::shared_ptr<nn::Module> model,
@@ -444,7 +432,7 @@ ExplainReport CompiledCore::explain() const {
   r.recompile_reasons = recompile_reasons_;
   for (const auto& e : entries_) {
     ExplainEntry x;
-    x.guards = describe_guards(e->guards);
+    x.guards = describe_guards(e->guards, input_names(options_, e->guards.inputs.size()));
     x.graph_break = e->graph_break;
     x.segments = e->segments_per_call;
     x.segment_hits = e->segments.hits;

@@ -226,13 +226,14 @@ bool call_guards_hold(const GuardSet& entry, const GuardSet& now) {
 }
 
 std::vector<std::string> guard_failures(const GuardSet& entry, const GuardSet& now,
-                                        CompileOptions::Dynamic dynamic) {
+                                        CompileOptions::Dynamic dynamic,
+                                        const std::vector<std::string>& input_names) {
   std::vector<std::string> out;
   size_t n = std::min(entry.inputs.size(), now.inputs.size());
   std::vector<SymbolBinding> bound;
   for (size_t i = 0; i < n; ++i) {
-    tensor_failures("input " + now.input_names[i], entry.inputs[i], now.inputs[i],
-                    &now.input_names[i], dynamic, bound, out);
+    tensor_failures("input " + input_names[i], entry.inputs[i], now.inputs[i], &input_names[i],
+                    dynamic, bound, out);
   }
   if (entry.inputs.size() != now.inputs.size())
     out.push_back(
@@ -249,10 +250,22 @@ std::vector<std::string> guard_failures(const GuardSet& entry, const GuardSet& n
   return out;
 }
 
-std::vector<std::string> describe_guards(const GuardSet& g) {
+std::vector<std::string> input_names(const CompileOptions& options, size_t count) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) {
+    if (i < options.input_names.size())
+      names.push_back(options.input_names[i]);
+    else
+      names.push_back(count == 1 ? "x" : "input" + std::to_string(i));
+  }
+  return names;
+}
+
+std::vector<std::string> describe_guards(const GuardSet& g,
+                                         const std::vector<std::string>& input_names) {
   std::vector<std::string> out;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
-    out.push_back(str_cat("input ", g.input_names[i], ": ", guard_type(g.inputs[i]),
+    out.push_back(str_cat("input ", input_names[i], ": ", guard_type(g.inputs[i]),
                           g.symbolic ? " (symbolic dims: any size >= 2)" : "",
                           g.inputs[i].requires_grad ? " requires_grad" : ""));
   }

@@ -42,7 +42,6 @@ struct ModuleSignature {
 ModuleSignature module_signature(nn::Module& root);
 
 struct GuardSet {
-  std::vector<std::string> input_names;
   // Symbolic dims hold sentinels (kiln/ir/symbols.h): any size >= 2 passes, equal symbols
   // must see equal sizes.
   std::vector<TensorGuard> inputs;
@@ -63,8 +62,13 @@ bool call_guards_hold(const GuardSet& entry, const GuardSet& now);
 // "blocks.1 training: true -> false". `dynamic` is CompileOptions::dynamic (the fix for a
 // changed size depends on it).
 std::vector<std::string> guard_failures(const GuardSet& entry, const GuardSet& now,
-                                        CompileOptions::Dynamic dynamic);
+                                        CompileOptions::Dynamic dynamic,
+                                        const std::vector<std::string>& input_names);
 // The guards as lines, for explain and KILN_LOG=guards.
-std::vector<std::string> describe_guards(const GuardSet& guards);
+std::vector<std::string> describe_guards(const GuardSet& guards,
+                                         const std::vector<std::string>& input_names);
+// The names of a call's tensor arguments in logs: CompileOptions::input_names, else "x" for
+// a single one and input0, input1, ... otherwise.
+std::vector<std::string> input_names(const CompileOptions& options, size_t count);
 
 }  // namespace kiln::detail

@@ -40,10 +40,6 @@ std::string where_str(const std::string& path) {
   return path.empty() ? "the root module" : "module '" + path + "'";
 }
 
-bool is_traced(const Tensor& t) {
-  return traced_info(t) != nullptr;
-}
-
 Tracer::Tracer(nn::Module& root, std::string graph_name, Mode mode, SegmentCache* segments)
     : root_(root),
       state_(std::make_shared<State>()),

@@ -180,7 +180,4 @@ class Tracer final : public DispatchInterceptor {
   size_t segments_run_ = 0;
 };
 
-// True for a tensor recorded by a trace that is still running on this thread.
-bool is_traced(const Tensor& t);
-
 }  // namespace kiln::detail
