@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 
 namespace kiln::ir {
@@ -52,12 +53,37 @@ Value* Graph::add_input(InputKind kind, std::string name, Type type, Tensor cons
 
 Node* Graph::add_node(const OpDef& op, const Attrs& attrs, std::vector<Value*> inputs,
                       const std::vector<Type>& output_types) {
+  return append_node(make_node(op, attrs, std::move(inputs), output_types));
+}
+
+std::unique_ptr<Node> Graph::make_node(const OpDef& op, const Attrs& attrs,
+                                       std::vector<Value*> inputs,
+                                       const std::vector<Type>& output_types) {
   auto node = std::make_unique<Node>();
   node->op = &op;
   node->attrs = attrs.clone();
   node->inputs = std::move(inputs);
-  for (const Type& t : output_types) node->outputs.push_back(make_value(t, next_value_id()));
-  return append_node(std::move(node));
+  for (size_t i = 0; i < output_types.size(); ++i) {
+    Value* v = make_value(output_types[i], next_value_id());
+    v->producer = node.get();
+    v->output_index = static_cast<int>(i);
+    node->outputs.push_back(v);
+  }
+  return node;
+}
+
+void Graph::replace_uses(const Value* from, Value* to) {
+  KILN_CHECK(from->type == to->type, "[ir] replace_uses expected values of one type, got %",
+             from->id, ": ", type_str(from->type), " and %", to->id, ": ", type_str(to->type), ".");
+  for (const auto& node : nodes_)
+    for (Value*& v : node->inputs)
+      if (v == from) v = to;
+  for (GraphOutput& o : outputs_)
+    if (o.value == from) o.value = to;
+}
+
+void Graph::erase_nodes_if(const std::function<bool(const Node&)>& dead) {
+  std::erase_if(nodes_, [&](const std::unique_ptr<Node>& n) { return dead(*n); });
 }
 
 void Graph::add_output(Value* value, std::string name) {

@@ -140,6 +140,16 @@ void check_region_signature(const Node& n, const std::string& where) {
   }
 }
 
+// A fusion group's one region takes the node's operands and returns its results.
+void check_fused_signature(const Node& n, const std::string& where) {
+  KILN_CHECK(n.regions.size() == 1, where, n.op->name, " expects 1 region, found ",
+             n.regions.size(), ".");
+  expect_types(types_of(n.inputs, 0, n.inputs.size()), input_types(*n.regions[0]), where,
+               "fused region input");
+  expect_types(types_of(n.outputs, 0, n.outputs.size()), output_types(*n.regions[0]), where,
+               "fused region result");
+}
+
 class Verifier {
  public:
   void graph(const Graph& g, const std::string& context) {
@@ -208,8 +218,13 @@ class Verifier {
       check_region_signature(n, where);
       return;
     }
+    if (op.lowering == LoweringClass::Fused) {
+      check_fused_signature(n, where);
+      return;
+    }
     KILN_CHECK(n.regions.empty(), where, "the node has ", n.regions.size(), " region(s) but ",
-               op.name, " is not a control-flow op. Fix: only control-flow ops own regions.");
+               op.name,
+               " is neither a control-flow op nor a fusion group. Fix: only those own regions.");
     check_infer(n, where);
   }
 

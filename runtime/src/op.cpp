@@ -40,6 +40,7 @@ const char* lowering_class_name(LoweringClass c) {
     case LoweringClass::Random: return "random";
     case LoweringClass::Composite: return "composite";
     case LoweringClass::ControlFlow: return "control_flow";
+    case LoweringClass::Fused: return "fused";
     case LoweringClass::Opaque: return "opaque";
   }
   return "?";

@@ -102,7 +102,7 @@ TEST(IrVerify, OnlyControlFlowOpsOwnRegions) {
   Value* r = region->add_input(InputKind::Input, "", f32({2}));
   region->add_output(region->add_node(op("relu"), no_attrs(), {r}, {f32({2})})->outputs[0]);
   expect_error([&] { verify(g); },
-               {"add %1", "the node has 1 region(s) but add is not a control-flow op"});
+               {"add %1", "the node has 1 region(s) but add is neither a control-flow op nor a fusion group"});
 }
 
 TEST(IrVerify, YieldMustUseRegionValues) {

@@ -6,6 +6,7 @@
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/control_flow.h"
+#include "kiln/ops/fused.h"
 #include "kiln/ops/layout.h"
 #include "kiln/ops/view.h"
 
@@ -138,6 +139,13 @@ void Executable::run_control_flow(const ir::Node& node, std::span<const Tensor> 
   auto assign = [&](const std::vector<Tensor>& values) {
     for (size_t k = 0; k < outputs.size(); ++k) outputs[k] = values[k];
   };
+  if (op == &ops::fused) {  // a fusion group means what its ops mean, run one by one
+    if (fused_runner_)
+      fused_runner_(node, args, state.symbols, outputs);
+    else
+      assign(run_region(0, std::vector<Tensor>(args.begin(), args.end())));
+    return;
+  }
   if (op == &ops::cond) {
     std::vector<Tensor> operands(args.begin() + 1, args.end());
     assign(run_region(truth(args[0], node) ? 0 : 1, operands));

@@ -14,6 +14,7 @@
 #include "kiln/attrs.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
+#include "kiln/scalar_body.h"
 #include "kiln/shape.h"
 #include "kiln/small_vector.h"
 #include "kiln/tensor.h"
@@ -41,6 +42,7 @@ enum class LoweringClass : uint8_t {
   Random,       // draws from a generator; never CSE'd or folded
   Composite,    // several of the above in one kernel (softmax, layer_norm, conv2d)
   ControlFlow,  // has regions
+  Fused,        // a fusion group made by the compiler: one region run as one kernel
   Opaque,       // runs through the eager kernel
 };
 const char* lowering_class_name(LoweringClass c);
@@ -100,6 +102,9 @@ struct OpDef {
   VjpFn vjp = nullptr;
   ReseedFn reseed = nullptr;  // ops whose attributes hold a random-stream position
   ReturnDrawFn return_draw = nullptr;
+  // Elementwise ops: what the op computes per element, for fused kernels (scalar_body.h).
+  // Set by the runtime next to the op's definition; fusion skips ops without one.
+  ScalarBodyFn scalar_body = nullptr;
 
   // ---- properties the engine, tracer and passes ask about ----
   bool differentiable = true;       // false: integer/boolean results, no gradient flows

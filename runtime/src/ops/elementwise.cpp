@@ -2,6 +2,7 @@
 #include "kiln/ops/elementwise.h"
 
 #include "kiln/ops/infer_util.h"
+#include "scalar_bodies.h"
 
 namespace kiln::ops {
 
@@ -125,6 +126,55 @@ struct Properties {
     }
     where.nondiff_inputs = 1;  // the condition
     where.saves_inputs = 1;
+    set_scalar_bodies();
+  }
+
+  // What each op computes per element (scalar_bodies.cpp), for fused kernels.
+  static void set_scalar_bodies() {
+    namespace body = scalar_bodies;
+    neg.scalar_body = body::neg;
+    abs.scalar_body = body::abs;
+    exp.scalar_body = body::exp;
+    log.scalar_body = body::log;
+    log1p.scalar_body = body::log1p;
+    sqrt.scalar_body = body::sqrt;
+    rsqrt.scalar_body = body::rsqrt;
+    sin.scalar_body = body::sin;
+    cos.scalar_body = body::cos;
+    tanh.scalar_body = body::tanh;
+    sigmoid.scalar_body = body::sigmoid;
+    relu.scalar_body = body::relu;
+    silu.scalar_body = body::silu;
+    erf.scalar_body = body::erf;
+    square.scalar_body = body::square;
+    reciprocal.scalar_body = body::reciprocal;
+    sign.scalar_body = body::sign;
+    floor.scalar_body = body::floor;
+    ceil.scalar_body = body::ceil;
+    round.scalar_body = body::round;
+    gelu.scalar_body = body::gelu;
+    leaky_relu.scalar_body = body::leaky_relu;
+    elu.scalar_body = body::elu;
+    clamp.scalar_body = body::clamp;
+    pow_scalar.scalar_body = body::pow_scalar;
+    cast.scalar_body = body::cast;
+    add.scalar_body = body::add;
+    sub.scalar_body = body::sub;
+    mul.scalar_body = body::mul;
+    div.scalar_body = body::div;
+    pow.scalar_body = body::pow;
+    maximum.scalar_body = body::maximum;
+    minimum.scalar_body = body::minimum;
+    eq.scalar_body = body::eq;
+    ne.scalar_body = body::ne;
+    lt.scalar_body = body::lt;
+    le.scalar_body = body::le;
+    gt.scalar_body = body::gt;
+    ge.scalar_body = body::ge;
+    logical_and.scalar_body = body::logical_and;
+    logical_or.scalar_body = body::logical_or;
+    logical_not.scalar_body = body::logical_not;
+    where.scalar_body = body::where;
   }
 } properties;
 }  // namespace

@@ -1,6 +1,8 @@
 // Definitions of the loss ops.
 #include "kiln/ops/loss.h"
 
+#include "scalar_bodies.h"
+
 #include "kiln/ops/infer_util.h"
 #include "nn_infer.h"
 
@@ -108,8 +110,10 @@ OpDef nll_loss("nll_loss", {"input", "target", "weight"}, infer_nll_loss, Loweri
                attrs_of<NllLossAttrs>());
 OpDef nll_loss_backward("nll_loss_backward", {"grad", "target", "weight"}, infer_nll_loss_backward,
                         LoweringClass::Opaque, attrs_of<NllLossBackwardAttrs>());
+// Opaque, not Elementwise: its kernel refuses inputs outside [0, 1], a check on the data
+// that a fused kernel could only turn into NaN.
 OpDef binary_cross_entropy("binary_cross_entropy", {"input", "target"}, infer_bce,
-                           LoweringClass::Elementwise);
+                           LoweringClass::Opaque);
 OpDef binary_cross_entropy_with_logits("binary_cross_entropy_with_logits",
                                        {"input", "target", "pos_weight"}, infer_bce_with_logits,
                                        LoweringClass::Elementwise);
@@ -122,6 +126,7 @@ struct Properties {
       op->nondiff_inputs = 0b110;
       op->saves_inputs = 0b110;
     }
+    binary_cross_entropy_with_logits.scalar_body = scalar_bodies::binary_cross_entropy_with_logits;
   }
 } properties;
 }  // namespace

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,18 @@ class Graph {
   // A region owned by `node`; its values are numbered from this graph's counter.
   Graph* add_region(Node* node);
 
+  // ---- rewriting (passes) ----
+  // A node with fresh output values that is not yet in the graph: insert it into
+  // mutable_nodes() where it belongs (its inputs must be defined before it).
+  std::unique_ptr<Node> make_node(const OpDef& op, const Attrs& attrs, std::vector<Value*> inputs,
+                                  const std::vector<Type>& output_types);
+  // Every use of `from` in this graph's nodes and outputs now reads `to` (regions are
+  // isolated, so they hold no uses). Both must have the same type.
+  void replace_uses(const Value* from, Value* to);
+  // Removes the nodes for which `dead` returns true; their outputs must be unused.
+  void erase_nodes_if(const std::function<bool(const Node&)>& dead);
+  std::vector<std::unique_ptr<Node>>& mutable_nodes() { return nodes_; }
+
   // ---- reading ----
   const std::vector<GraphInput>& inputs() const { return inputs_; }
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
@@ -134,6 +147,9 @@ class Graph {
 std::string print_graph(const Graph& g);
 // Parses the text form. Ops are looked up in the op table; errors name the line and column.
 std::unique_ptr<Graph> parse_graph(std::string_view text);
+
+// A deep copy with the same value ids, attributes, constants, paths and locations.
+std::unique_ptr<Graph> clone_graph(const Graph& g);
 
 // ---- checks and identity ----
 // Checks the invariants every pass must keep: each value defined once before use (regions

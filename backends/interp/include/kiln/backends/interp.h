@@ -5,6 +5,7 @@
 // them (reshape sizes, factory shapes) are rewritten with those values.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_set>
@@ -29,6 +30,15 @@ class Executable {
   // recorded positions instead.
   void set_replay_recorded_random(bool replay) { replay_recorded_random_ = replay; }
 
+  // Runs `fused` nodes (fusion groups) some other way than op by op: a compiled backend
+  // runs them as generated kernels and leaves the other nodes to this executor. Receives
+  // the node, its operands, the runtime value of every symbol (ir/symbols.h) and fills
+  // one tensor per result.
+  using FusedRunner = std::function<void(const ir::Node& node, std::span<const Tensor> operands,
+                                         std::span<const int64_t> symbols,
+                                         std::span<Tensor> results)>;
+  void set_fused_runner(FusedRunner runner) { fused_runner_ = std::move(runner); }
+
  private:
   // Where each symbol's runtime value is read: (graph input, dim, symbol).
   struct SymbolSource {
@@ -48,6 +58,7 @@ class Executable {
   std::vector<SymbolSource> symbol_sources_;
   std::unordered_set<const ir::Node*> symbolic_attrs_;  // nodes whose attributes hold symbols
   bool replay_recorded_random_ = false;
+  FusedRunner fused_runner_;
 };
 
 }  // namespace kiln::interp
