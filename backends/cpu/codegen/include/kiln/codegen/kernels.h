@@ -1,0 +1,85 @@
+// Native CPU kernels for fusion groups, generated through MLIR and LLVM and JIT-compiled.
+// A plain C++ interface: no MLIR or LLVM type crosses it, so only backends/cpu/codegen/
+// pays the MLIR/LLVM header cost.
+//
+// Every generated kernel has one C signature (KernelFn), so executors call kernels of any
+// arity through one function pointer type, and the same kernels can later be written to
+// an object file for ahead-of-time export.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::codegen {
+
+// buffers: one data pointer per region input (in order), then one per region output.
+// dims:    the runtime size of every iteration dim (ElementwiseKernelSpec::dims, static
+//          ones included).
+// [begin, end): the part of iteration dim 0 to compute, so callers can split the work
+//          across threads (0, dims[0]) computes everything.
+using KernelFn = void (*)(void* const* buffers, const int64_t* dims, int64_t begin, int64_t end);
+
+// An elementwise fusion group, ready for code generation.
+//
+// The iteration space is the group's output shape with size-1 dims dropped and adjacent
+// dims merged where every input broadcasts alike (elementwise_spec() does this). Each
+// input is a dense row-major array over the iteration dims it does not broadcast along; each
+// output is a dense row-major array over all iteration dims. Bool elements are one byte
+// (0 or 1).
+struct ElementwiseKernelSpec {
+  std::string name;  // the kernel's symbol, unique in its module ("fused_0")
+  // The fusion group's region: its inputs feed the nodes, every node is an Elementwise op
+  // with a scalar_body, and its outputs are the kernel's outputs. Not owned.
+  const ir::Graph* region = nullptr;
+  std::vector<int64_t> dims;  // the size of each iteration dim; -1 where known only at run time
+  // broadcast[i][d]: region input i is broadcast along iteration dim d (it has one element
+  // there, read for every index).
+  std::vector<std::vector<bool>> broadcast;
+};
+
+// The spec of a `fused` node of kind "elementwise": iteration dims from its outputs' shape
+// (symbolic sizes become -1; map_dims tells callers which original dims each one merges).
+// Throws kiln::Error when the group's outputs do not share one shape.
+ElementwiseKernelSpec elementwise_spec(const ir::Node& fused_node, std::string name);
+// For each iteration dim of elementwise_spec(node), the dims of the node's output shape it
+// merges (size-1 dims are dropped; a rank-0 output gives one dim of size 1 that merges none).
+std::vector<std::vector<int>> elementwise_dim_groups(const ir::Node& fused_node);
+
+struct CodegenOptions {
+  bool keep_ir = false;  // keep the generated MLIR (before lowering) for dumps and tests
+  // Turn on the host's vector units (AVX2/FMA here) as detected at run time; off makes
+  // portable scalar-ish code (for comparing against).
+  bool host_cpu_features = true;
+};
+
+struct CodegenTimings {
+  double build_ms = 0;  // MLIR context and building the kernels' module
+  double lower_ms = 0;  // the MLIR pass pipeline down to the LLVM dialect
+  double llvm_ms = 0;   // translation to LLVM IR, LLVM -O3 and machine code
+};
+
+// One JIT-compiled module holding every kernel of a graph (LLVM runs once per graph).
+class KernelModule {
+ public:
+  virtual ~KernelModule() = default;
+  // The kernel named `name`; throws kiln::Error naming the kernels the module has.
+  virtual KernelFn lookup(const std::string& name) const = 0;
+  virtual const CodegenTimings& timings() const = 0;
+  virtual const std::string& mlir_text() const = 0;  // empty unless keep_ir
+  // The host CPU the code was generated for ("znver3 +avx2,+fma,...").
+  virtual const std::string& target() const = 0;
+};
+
+// Generates, lowers and JIT-compiles all `kernels` into one module. Throws kiln::Error with
+// MLIR/LLVM's diagnostics (and the kernel and op involved) on failure. Supported element
+// types: float32, float64, int32, int64, bool (the fusion pass fuses only these); an op
+// without a scalar_body or another dtype is reported with the fix (leave it out of the group).
+std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelSpec> kernels,
+                                              const CodegenOptions& options = {});
+
+}  // namespace kiln::codegen

@@ -1,0 +1,776 @@
+// Fused elementwise kernels through MLIR: each ElementwiseKernelSpec becomes one func.func of
+// the KernelFn signature (scf loops, llvm-dialect loads and stores, the ops' scalar bodies as
+// arith/math), all in one module that is lowered to the LLVM dialect and JIT-compiled once.
+//
+// This is the one translation unit with MLIR includes on the kernel path (each such file
+// costs ~45 s to compile here): the plain interface is kiln/codegen/kernels.h.
+#include "kiln/codegen/kernels.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.h"
+
+// Per-conversion headers only: mlir/Conversion/Passes.h and InitAll*.h would triple the
+// compile time of this file (see /work/shared/notes/mlir19.md).
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace kiln::codegen {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void init_llvm_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+// Collects MLIR diagnostics as text. The handler runs inside MLIR, which is built without
+// exceptions, so it only appends; compile_kernels throws at the kiln boundary.
+class DiagnosticCollector {
+ public:
+  explicit DiagnosticCollector(mlir::MLIRContext* ctx)
+      : handler_(ctx, [this](mlir::Diagnostic& diag) {
+          llvm::raw_string_ostream os(text_);
+          os << "  " << diag.getLocation() << ": " << diag << "\n";
+          for (const mlir::Diagnostic& note : diag.getNotes())
+            os << "    " << note.getLocation() << ": note: " << note << "\n";
+          return mlir::success();
+        }) {}
+  DiagnosticCollector(const DiagnosticCollector&) = delete;
+  DiagnosticCollector& operator=(const DiagnosticCollector&) = delete;
+  std::string take() { return std::exchange(text_, std::string()); }
+
+ private:
+  std::string text_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+std::string llvm_error_text(llvm::Error error) {
+  return llvm::toString(std::move(error));
+}
+
+bool supported_dtype(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Int32 || t == DType::Int64 ||
+         t == DType::Bool;
+}
+
+// "add %7": how errors name a region node.
+std::string node_str(const ir::Node& n) {
+  std::string out = n.op ? n.op->name : "<no op>";
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    out += (i == 0 ? " %" : ", %") + std::to_string(n.outputs[i]->id);
+  return out;
+}
+
+// The scalar bodies' values as MLIR SSA values inside the innermost loop. Bool is i1 in
+// registers (i8 in memory). Errors name the kernel and the op whose body is being built.
+class MlirScalarBuilder final : public ScalarBuilder {
+ public:
+  MlirScalarBuilder(mlir::OpBuilder& b, mlir::ModuleOp module) : b_(b), module_(module) {}
+
+  // Where the next values come from, for error messages and MLIR locations.
+  void set_context(const std::string& kernel, const ir::Node* node) {
+    where_ = "[codegen] kernel '" + kernel + "'" + (node ? ", op " + node_str(*node) : "");
+    loc_ = mlir::NameLoc::get(b_.getStringAttr(kernel + (node ? "/" + node->op->name : "")));
+  }
+  mlir::Location loc() const { return loc_; }
+
+  ScalarValue wrap(mlir::Value v, DType t) {
+    values_.emplace_back(v, t);
+    return ScalarValue{static_cast<int32_t>(values_.size() - 1)};
+  }
+  mlir::Value value(ScalarValue v) const { return entry(v).first; }
+
+  DType dtype(ScalarValue v) const override { return entry(v).second; }
+
+  ScalarValue constant(double value, DType t) override {
+    check_dtype(t, "a constant");
+    mlir::Type type = register_type(t);
+    mlir::TypedAttr attr;
+    if (t == DType::Float32)
+      attr = b_.getF32FloatAttr(static_cast<float>(value));
+    else if (t == DType::Float64)
+      attr = b_.getF64FloatAttr(value);
+    else if (t == DType::Bool)
+      attr = b_.getIntegerAttr(type, value != 0 ? 1 : 0);
+    else
+      attr = b_.getIntegerAttr(type, saturate_to_int64(value));  // wraps to i32 if needed
+    return wrap(b_.create<mlir::arith::ConstantOp>(loc_, attr), t);
+  }
+
+  ScalarValue unary(ScalarOp op, ScalarValue a) override {
+    DType t = dtype(a);
+    mlir::Value x = value(a);
+    if (is_floating(t)) {
+      if (mlir::Value r = floating_unary(op, x, t)) return wrap(r, t);
+    } else if (t == DType::Bool) {
+      if (op == ScalarOp::Not)
+        return wrap(b_.create<mlir::arith::XOrIOp>(loc_, x, bool_const(true)), t);
+    } else {
+      mlir::Value zero =
+          b_.create<mlir::arith::ConstantOp>(loc_, b_.getIntegerAttr(x.getType(), 0));
+      switch (op) {
+        case ScalarOp::Neg:  // wraps, as the eager kernel does
+          return wrap(b_.create<mlir::arith::SubIOp>(loc_, zero, x), t);
+        case ScalarOp::Abs: {
+          mlir::Value negative =
+              b_.create<mlir::arith::CmpIOp>(loc_, mlir::arith::CmpIPredicate::slt, x, zero);
+          mlir::Value negated = b_.create<mlir::arith::SubIOp>(loc_, zero, x);
+          return wrap(b_.create<mlir::arith::SelectOp>(loc_, negative, negated, x), t);
+        }
+        case ScalarOp::Floor:
+        case ScalarOp::Ceil:
+        case ScalarOp::RoundEven:  // integers are already whole
+          return a;
+        default:
+          break;
+      }
+    }
+    unsupported(op, t);
+  }
+
+  ScalarValue binary(ScalarOp op, ScalarValue a, ScalarValue b) override {
+    DType t = dtype(a);
+    KILN_CHECK(t == dtype(b), where_, ": expected the operands of ", scalar_op_name(op),
+               " to share a dtype, found ", t, " and ", dtype(b),
+               ". Fix: cast one operand in the op's scalar_body.");
+    mlir::Value x = value(a), y = value(b);
+    if (auto pred = comparison(op, t)) {
+      mlir::Value r =
+          is_floating(t)
+              ? b_.create<mlir::arith::CmpFOp>(loc_, std::get<0>(*pred), x, y).getResult()
+              : b_.create<mlir::arith::CmpIOp>(loc_, std::get<1>(*pred), x, y).getResult();
+      return wrap(r, DType::Bool);
+    }
+    if (mlir::Value r = arithmetic(op, t, x, y)) return wrap(r, t);
+    unsupported(op, t);
+  }
+
+  ScalarValue select(ScalarValue cond, ScalarValue a, ScalarValue b) override {
+    KILN_CHECK(dtype(cond) == DType::Bool, where_, ": expected a bool select condition, found ",
+               dtype(cond), ". Fix: compare first (b.binary(ScalarOp::Ne, x, b.like(x, 0))).");
+    KILN_CHECK(dtype(a) == dtype(b), where_, ": expected both select branches of one dtype, found ",
+               dtype(a), " and ", dtype(b), ". Fix: cast one branch in the op's scalar_body.");
+    return wrap(b_.create<mlir::arith::SelectOp>(loc_, value(cond), value(a), value(b)), dtype(a));
+  }
+
+  ScalarValue cast(ScalarValue a, DType to) override {
+    check_dtype(to, "a cast");
+    DType from = dtype(a);
+    mlir::Value x = value(a);
+    if (from == to) return a;
+    mlir::Type type = register_type(to);
+    mlir::Value r;
+    if (to == DType::Bool) {  // != 0; NaN is true, as in C++
+      r = is_floating(from) ? b_.create<mlir::arith::CmpFOp>(loc_, mlir::arith::CmpFPredicate::UNE,
+                                                             x, zero_of(x.getType()))
+                                  .getResult()
+                            : b_.create<mlir::arith::CmpIOp>(loc_, mlir::arith::CmpIPredicate::ne,
+                                                             x, zero_of(x.getType()))
+                                  .getResult();
+    } else if (from == DType::Bool) {
+      r = is_floating(to) ? b_.create<mlir::arith::UIToFPOp>(loc_, type, x).getResult()
+                          : b_.create<mlir::arith::ExtUIOp>(loc_, type, x).getResult();
+    } else if (is_floating(from) && is_floating(to)) {
+      r = itemsize(to) > itemsize(from)
+              ? b_.create<mlir::arith::ExtFOp>(loc_, type, x).getResult()
+              : b_.create<mlir::arith::TruncFOp>(loc_, type, x).getResult();
+    } else if (is_floating(from)) {  // truncates toward zero
+      r = b_.create<mlir::arith::FPToSIOp>(loc_, type, x);
+    } else if (is_floating(to)) {
+      r = b_.create<mlir::arith::SIToFPOp>(loc_, type, x);
+    } else {
+      r = itemsize(to) > itemsize(from)
+              ? b_.create<mlir::arith::ExtSIOp>(loc_, type, x).getResult()
+              : b_.create<mlir::arith::TruncIOp>(loc_, type, x).getResult();
+    }
+    return wrap(r, to);
+  }
+
+  mlir::Type register_type(DType t) {
+    switch (t) {
+      case DType::Float32:
+        return b_.getF32Type();
+      case DType::Float64:
+        return b_.getF64Type();
+      case DType::Int32:
+        return b_.getI32Type();
+      case DType::Int64:
+        return b_.getI64Type();
+      case DType::Bool:
+        return b_.getI1Type();
+      default:
+        break;
+    }
+    check_dtype(t, "a value");
+    return {};
+  }
+
+  void check_dtype(DType t, const char* what) const {
+    KILN_CHECK(supported_dtype(t), where_, ": expected ", what,
+               " of dtype float32, float64, int32, int64 or bool, found ", t,
+               ". Fix: leave this op out of the fusion group (or cast to float32 before it).");
+  }
+
+ private:
+  using Predicate = std::pair<mlir::arith::CmpFPredicate, mlir::arith::CmpIPredicate>;
+
+  const std::pair<mlir::Value, DType>& entry(ScalarValue v) const {
+    KILN_CHECK(v.id >= 0 && static_cast<size_t>(v.id) < values_.size(), where_,
+               ": expected a ScalarValue made by this builder, found id ", v.id,
+               ". Fix: the op's scalar_body must only pass values it got from the builder or "
+               "its operands.");
+    return values_[static_cast<size_t>(v.id)];
+  }
+
+  [[noreturn]] void unsupported(ScalarOp op, DType t) const {
+    KILN_FAIL(where_, ": expected ", scalar_op_name(op),
+              " on a dtype it supports (see kiln/scalar_body.h), found ", t,
+              ". Fix: cast the operand in the op's scalar_body, or leave the op out of the "
+              "fusion group for this dtype.");
+  }
+
+  static int64_t saturate_to_int64(double v) {
+    if (std::isnan(v)) return 0;
+    if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+    if (v <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(v);
+  }
+
+  mlir::Value bool_const(bool v) {
+    return b_.create<mlir::arith::ConstantOp>(loc_, b_.getIntegerAttr(b_.getI1Type(), v ? 1 : 0));
+  }
+  mlir::Value zero_of(mlir::Type type) {
+    if (mlir::isa<mlir::FloatType>(type))
+      return b_.create<mlir::arith::ConstantOp>(loc_, b_.getFloatAttr(type, 0.0));
+    return b_.create<mlir::arith::ConstantOp>(loc_, b_.getIntegerAttr(type, 0));
+  }
+
+  // Float32 exp, log, log1p, tanh and erf stay math ops: the polynomial approximation
+  // patterns turn them into arith code that LLVM vectorizes (within 4.3 ulp of the exact
+  // result, as accurate as the eager Eigen kernels). Float64 ones without an LLVM intrinsic
+  // (the patterns leave float64 alone) call libm.
+  mlir::Value floating_unary(ScalarOp op, mlir::Value x, DType t) {
+    bool f64 = t == DType::Float64;
+    switch (op) {
+      case ScalarOp::Neg:
+        return b_.create<mlir::arith::NegFOp>(loc_, x);
+      case ScalarOp::Abs:
+        return b_.create<mlir::math::AbsFOp>(loc_, x);
+      case ScalarOp::Exp:
+        return b_.create<mlir::math::ExpOp>(loc_, x);
+      case ScalarOp::Log:
+        return b_.create<mlir::math::LogOp>(loc_, x);
+      case ScalarOp::Log1p:
+        return f64 ? libm_call("log1p", x) : b_.create<mlir::math::Log1pOp>(loc_, x).getResult();
+      case ScalarOp::Sqrt:
+        return b_.create<mlir::math::SqrtOp>(loc_, x);
+      case ScalarOp::Rsqrt:
+        return b_.create<mlir::math::RsqrtOp>(loc_, x);
+      // MLIR's sin/cos approximations lose up to 4e-3 relative accuracy near the zeros
+      // (measured in kernels_test.cpp): the LLVM intrinsics (libm's sinf/cosf) instead.
+      case ScalarOp::Sin:
+        return b_.create<mlir::LLVM::SinOp>(loc_, x);
+      case ScalarOp::Cos:
+        return b_.create<mlir::LLVM::CosOp>(loc_, x);
+      case ScalarOp::Tanh:
+        return f64 ? libm_call("tanh", x) : b_.create<mlir::math::TanhOp>(loc_, x).getResult();
+      case ScalarOp::Erf:
+        return f64 ? libm_call("erf", x) : b_.create<mlir::math::ErfOp>(loc_, x).getResult();
+      case ScalarOp::Floor:
+        return b_.create<mlir::math::FloorOp>(loc_, x);
+      case ScalarOp::Ceil:
+        return b_.create<mlir::math::CeilOp>(loc_, x);
+      case ScalarOp::RoundEven:
+        return b_.create<mlir::math::RoundEvenOp>(loc_, x);
+      default:
+        return {};
+    }
+  }
+
+  // A call to the C library's `name` (float64), declared once per module.
+  mlir::Value libm_call(const std::string& name, mlir::Value x) {
+    auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
+    if (!fn) {
+      mlir::OpBuilder decl = mlir::OpBuilder::atBlockBegin(module_.getBody());
+      fn = decl.create<mlir::func::FuncOp>(loc_, name,
+                                           decl.getFunctionType({x.getType()}, {x.getType()}));
+      fn.setPrivate();
+    }
+    return b_.create<mlir::func::CallOp>(loc_, fn, mlir::ValueRange{x}).getResult(0);
+  }
+
+  // Ordered float predicates (false on NaN) except Ne; signed integer ones; unsigned on
+  // Bool, where true (1) > false (0).
+  static std::optional<Predicate> comparison(ScalarOp op, DType t) {
+    using F = mlir::arith::CmpFPredicate;
+    using I = mlir::arith::CmpIPredicate;
+    bool u = t == DType::Bool;
+    switch (op) {
+      case ScalarOp::Eq:
+        return Predicate{F::OEQ, I::eq};
+      case ScalarOp::Ne:
+        return Predicate{F::UNE, I::ne};
+      case ScalarOp::Lt:
+        return Predicate{F::OLT, u ? I::ult : I::slt};
+      case ScalarOp::Le:
+        return Predicate{F::OLE, u ? I::ule : I::sle};
+      case ScalarOp::Gt:
+        return Predicate{F::OGT, u ? I::ugt : I::sgt};
+      case ScalarOp::Ge:
+        return Predicate{F::OGE, u ? I::uge : I::sge};
+      default:
+        return std::nullopt;
+    }
+  }
+
+  mlir::Value arithmetic(ScalarOp op, DType t, mlir::Value x, mlir::Value y) {
+    namespace arith = mlir::arith;
+    if (is_floating(t)) {
+      switch (op) {
+        case ScalarOp::Add:
+          return b_.create<arith::AddFOp>(loc_, x, y);
+        case ScalarOp::Sub:
+          return b_.create<arith::SubFOp>(loc_, x, y);
+        case ScalarOp::Mul:
+          return b_.create<arith::MulFOp>(loc_, x, y);
+        case ScalarOp::Div:
+          return b_.create<arith::DivFOp>(loc_, x, y);
+        case ScalarOp::Max:  // NaN-propagating
+          return b_.create<arith::MaximumFOp>(loc_, x, y);
+        case ScalarOp::Min:
+          return b_.create<arith::MinimumFOp>(loc_, x, y);
+        case ScalarOp::Pow:
+          return b_.create<mlir::math::PowFOp>(loc_, x, y);
+        default:
+          return {};
+      }
+    }
+    if (t == DType::Bool) {  // add/max are "or", mul/min are "and", as the eager kernels
+      switch (op) {
+        case ScalarOp::Or:
+        case ScalarOp::Add:
+        case ScalarOp::Max:
+          return b_.create<arith::OrIOp>(loc_, x, y);
+        case ScalarOp::And:
+        case ScalarOp::Mul:
+        case ScalarOp::Min:
+          return b_.create<arith::AndIOp>(loc_, x, y);
+        default:
+          return {};
+      }
+    }
+    switch (op) {  // integers wrap around (no nsw/nuw flags)
+      case ScalarOp::Add:
+        return b_.create<arith::AddIOp>(loc_, x, y);
+      case ScalarOp::Sub:
+        return b_.create<arith::SubIOp>(loc_, x, y);
+      case ScalarOp::Mul:
+        return b_.create<arith::MulIOp>(loc_, x, y);
+      case ScalarOp::Div:  // truncates toward zero
+        return b_.create<arith::DivSIOp>(loc_, x, y);
+      case ScalarOp::Max:
+        return b_.create<arith::MaxSIOp>(loc_, x, y);
+      case ScalarOp::Min:
+        return b_.create<arith::MinSIOp>(loc_, x, y);
+      default:
+        return {};
+    }
+  }
+
+  mlir::OpBuilder& b_;
+  mlir::ModuleOp module_;
+  std::string where_ = "[codegen]";
+  mlir::Location loc_ = b_.getUnknownLoc();
+  std::vector<std::pair<mlir::Value, DType>> values_;
+};
+
+// Checks what the emitter relies on before any MLIR is built, so errors name the kernel.
+void check_spec(const ElementwiseKernelSpec& spec) {
+  const std::string where = "[codegen] kernel '" + spec.name + "'";
+  KILN_CHECK(spec.region != nullptr, where,
+             ": expected a fusion region, found none. Fix: build the spec with elementwise_spec() "
+             "from a fused node.");
+  const ir::Graph& region = *spec.region;
+  KILN_CHECK(!spec.dims.empty() && spec.broadcast.size() == region.inputs().size(), where,
+             ": expected iteration dims and one broadcast row per region input (",
+             region.inputs().size(), "), found ", spec.dims.size(), " dims and ",
+             spec.broadcast.size(), " rows. Fix: build the spec with elementwise_spec().");
+  for (const std::vector<bool>& row : spec.broadcast)
+    KILN_CHECK(row.size() == spec.dims.size(), where, ": expected ", spec.dims.size(),
+               " broadcast flags per input (one per iteration dim), found ", row.size(),
+               ". Fix: build the spec with elementwise_spec().");
+  KILN_CHECK(!region.outputs().empty(), where,
+             ": expected the region to have outputs, found none. Fix: the fusion pass must not "
+             "create a group without results.");
+  auto check_dtype = [&](const ir::Value* v, const std::string& what) {
+    KILN_CHECK(supported_dtype(v->type.dtype), where, ": ", what, " has dtype ", v->type.dtype,
+               "; expected float32, float64, int32, int64 or bool. Fix: leave it out of the "
+               "fusion group (or cast to float32 before it).");
+  };
+  for (size_t i = 0; i < region.inputs().size(); ++i)
+    check_dtype(region.inputs()[i].value, "region input " + std::to_string(i));
+  for (const auto& node : region.nodes()) {
+    KILN_CHECK(node->op->scalar_body != nullptr, where, ": op ", node_str(*node),
+               " has no scalar body (lowering class ", lowering_class_name(node->op->lowering),
+               "). Fix: leave it out of the fusion group; only elementwise ops with a "
+               "scalar_body fuse.");
+    KILN_CHECK(node->outputs.size() == 1, where, ": expected op ", node_str(*node),
+               " to have one output, found ", node->outputs.size(),
+               ". Fix: leave it out of the fusion group.");
+    for (const ir::Value* in : node->inputs)
+      if (in) check_dtype(in, "an operand of op " + node_str(*node));
+    check_dtype(node->outputs[0], "op " + node_str(*node));
+  }
+}
+
+// Builds one kernel: func.func @name(%buffers, %dims, %begin, %end).
+class KernelEmitter {
+ public:
+  KernelEmitter(mlir::ModuleOp module, const ElementwiseKernelSpec& spec)
+      : module_(module), spec_(spec), b_(module.getContext()), sb_(b_, module) {}
+
+  void emit() {
+    const ir::Graph& region = *spec_.region;
+    sb_.set_context(spec_.name, nullptr);
+    mlir::Location loc = sb_.loc();
+    mlir::Type i64 = b_.getI64Type();
+    ptr_ = mlir::LLVM::LLVMPointerType::get(b_.getContext());
+    b_.setInsertionPointToEnd(module_.getBody());
+    auto fn = b_.create<mlir::func::FuncOp>(loc, spec_.name,
+                                            b_.getFunctionType({ptr_, ptr_, i64, i64}, {}));
+    mlir::Block* entry = fn.addEntryBlock();
+    entry_ = entry;
+    b_.setInsertionPointToStart(entry);
+    b_.create<mlir::func::ReturnOp>(loc);
+    b_.setInsertionPointToStart(entry);
+
+    const size_t n_in = region.inputs().size();
+    const size_t n_out = region.outputs().size();
+    const size_t rank = spec_.dims.size();
+    for (size_t k = 0; k < n_in + n_out; ++k)
+      buffers_.push_back(load(ptr_, ptr_, entry->getArgument(0), index(static_cast<int64_t>(k))));
+    std::vector<mlir::Value> dims;
+    for (size_t d = 0; d < rank; ++d)
+      dims.push_back(spec_.dims[d] >= 0
+                         ? index(spec_.dims[d])
+                         : load(i64, i64, entry->getArgument(1), index(static_cast<int64_t>(d))));
+
+    // strides[k][d]: buffer k's element stride along dim d (null where it broadcasts): the
+    // product of the sizes of the dims inside d that it does not broadcast along.
+    std::vector<std::vector<mlir::Value>> strides(n_in + n_out, std::vector<mlir::Value>(rank));
+    for (size_t k = 0; k < n_in + n_out; ++k) {
+      mlir::Value running;  // null: 1
+      for (size_t d = rank; d-- > 0;) {
+        if (k < n_in && spec_.broadcast[k][d]) continue;
+        strides[k][d] = running ? running : index(1);
+        running =
+            running ? b_.create<mlir::arith::MulIOp>(loc, running, dims[d]).getResult() : dims[d];
+      }
+    }
+
+    // One scf.for per dim; dim 0 runs [begin, end). Offsets accumulate per level (null: 0),
+    // so the innermost loop only adds its induction variable.
+    std::vector<mlir::Value> offsets(n_in + n_out);
+    for (size_t d = 0; d < rank; ++d) {
+      mlir::Value lb = d == 0 ? entry->getArgument(2) : index(0);
+      mlir::Value ub = d == 0 ? entry->getArgument(3) : dims[d];
+      auto loop = b_.create<mlir::scf::ForOp>(loc, lb, ub, index(1));
+      b_.setInsertionPoint(loop.getBody()->getTerminator());
+      mlir::Value iv = loop.getInductionVar();
+      for (size_t k = 0; k < n_in + n_out; ++k) {
+        if (!strides[k][d]) continue;
+        mlir::Value step =
+            d + 1 == rank ? iv : b_.create<mlir::arith::MulIOp>(loc, iv, strides[k][d]);
+        offsets[k] = offsets[k] ? b_.create<mlir::arith::AddIOp>(loc, offsets[k], step) : step;
+      }
+    }
+    for (mlir::Value& offset : offsets)
+      if (!offset) offset = index(0);  // a buffer broadcast along every dim
+    emit_body(offsets);
+  }
+
+ private:
+  // An i64 constant, made once per function at its entry (where it dominates every use).
+  mlir::Value index(int64_t v) {
+    auto [it, fresh] = constants_.try_emplace(v);
+    if (fresh) {
+      mlir::OpBuilder at_entry = mlir::OpBuilder::atBlockBegin(entry_);
+      it->second = at_entry.create<mlir::arith::ConstantOp>(sb_.loc(), b_.getI64IntegerAttr(v));
+    }
+    return it->second;
+  }
+
+  mlir::Value address(mlir::Type element, mlir::Value base, mlir::Value offset) {
+    return b_.create<mlir::LLVM::GEPOp>(sb_.loc(), ptr_, element, base,
+                                        llvm::ArrayRef<mlir::LLVM::GEPArg>{offset},
+                                        /*inbounds=*/true);
+  }
+  mlir::Value load(mlir::Type result, mlir::Type element, mlir::Value base, mlir::Value offset) {
+    return b_.create<mlir::LLVM::LoadOp>(sb_.loc(), result, address(element, base, offset));
+  }
+
+  mlir::Type memory_type(DType t) {
+    return t == DType::Bool ? b_.getI8Type() : sb_.register_type(t);
+  }
+
+  void emit_body(const std::vector<mlir::Value>& offsets) {
+    const ir::Graph& region = *spec_.region;
+    const size_t n_in = region.inputs().size();
+    std::unordered_map<const ir::Value*, ScalarValue> values;
+    for (size_t i = 0; i < n_in; ++i) {
+      const ir::Value* v = region.inputs()[i].value;
+      DType t = v->type.dtype;
+      mlir::Value x = load(memory_type(t), memory_type(t), buffers_[i], offsets[i]);
+      if (t == DType::Bool) x = b_.create<mlir::arith::TruncIOp>(sb_.loc(), b_.getI1Type(), x);
+      values[v] = sb_.wrap(x, t);
+    }
+    for (const auto& node : region.nodes()) {
+      sb_.set_context(spec_.name, node.get());
+      std::vector<ScalarValue> operands;
+      // An absent optional operand reaches the body as an invalid ScalarValue (id -1).
+      for (const ir::Value* in : node->inputs)
+        operands.push_back(in ? lookup(values, in) : ScalarValue{});
+      ScalarValue r = node->op->scalar_body(sb_, *node->attrs, operands);
+      DType want = node->outputs[0]->type.dtype;
+      KILN_CHECK(sb_.dtype(r) == want, "[codegen] kernel '", spec_.name, "', op ", node_str(*node),
+                 ": expected the scalar body to return the op's output dtype ", want, ", found ",
+                 sb_.dtype(r), ". Fix: cast the result in the op's scalar_body.");
+      values[node->outputs[0]] = r;
+    }
+    sb_.set_context(spec_.name, nullptr);
+    for (size_t o = 0; o < region.outputs().size(); ++o) {
+      const ir::Value* v = region.outputs()[o].value;
+      DType t = v->type.dtype;
+      mlir::Value x = sb_.value(lookup(values, v));
+      if (t == DType::Bool) x = b_.create<mlir::arith::ExtUIOp>(sb_.loc(), b_.getI8Type(), x);
+      b_.create<mlir::LLVM::StoreOp>(
+          sb_.loc(), x, address(memory_type(t), buffers_[n_in + o], offsets[n_in + o]));
+    }
+  }
+
+  ScalarValue lookup(const std::unordered_map<const ir::Value*, ScalarValue>& values,
+                     const ir::Value* v) {
+    auto it = values.find(v);
+    KILN_CHECK(it != values.end(), "[codegen] kernel '", spec_.name, "': expected value %", v->id,
+               " to be defined earlier in the region, found no definition. Fix: the "
+               "region must be in definition order (ir::verify checks it).");
+    return it->second;
+  }
+
+  mlir::ModuleOp module_;
+  const ElementwiseKernelSpec& spec_;
+  mlir::OpBuilder b_;
+  MlirScalarBuilder sb_;
+  mlir::Type ptr_;
+  mlir::Block* entry_ = nullptr;
+  std::map<int64_t, mlir::Value> constants_;
+  std::vector<mlir::Value> buffers_;
+};
+
+std::string print_op(mlir::Operation* op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os);
+  return text;
+}
+
+// "znver3 +avx2,+fma": the CPU and the vector features that matter for these kernels.
+std::string describe_target(const llvm::TargetMachine& tm) {
+  std::string cpu = tm.getTargetCPU().str();
+  std::string out = cpu.empty() ? "generic" : cpu;
+  std::string features = "," + tm.getTargetFeatureString().str() + ",";
+  std::string listed;
+  for (const char* f : {"+avx2", "+fma", "+avx512f"})
+    if (features.find(std::string(",") + f + ",") != std::string::npos)
+      listed += (listed.empty() ? "" : ",") + std::string(f);
+  return listed.empty() ? out : out + " " + listed;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(bool host_cpu_features) {
+  llvm::orc::JITTargetMachineBuilder jtmb(llvm::Triple(llvm::sys::getProcessTriple()));
+  if (host_cpu_features) {
+    llvm::Expected<llvm::orc::JITTargetMachineBuilder> host =
+        llvm::orc::JITTargetMachineBuilder::detectHost();
+    KILN_CHECK(bool(host), "[codegen] expected LLVM to detect the host CPU, got: ",
+               llvm_error_text(host.takeError()), ". Fix: check that LLVM supports this host.");
+    jtmb = std::move(*host);
+  }
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm = jtmb.createTargetMachine();
+  KILN_CHECK(bool(tm), "[codegen] expected an LLVM TargetMachine for the host, got: ",
+             llvm_error_text(tm.takeError()), ". Fix: check that LLVM supports this host.");
+  return std::move(*tm);
+}
+
+class JitKernelModule final : public KernelModule {
+ public:
+  KernelFn lookup(const std::string& name) const override {
+    auto it = kernels_.find(name);
+    if (it != kernels_.end()) return it->second;
+    std::string names;
+    for (const auto& [n, fn] : kernels_) names += (names.empty() ? "" : ", ") + n;
+    KILN_FAIL("[codegen] expected a kernel named '", name, "' in this module, found only: ", names,
+              ". Fix: look up a name given in an ElementwiseKernelSpec.");
+  }
+  const CodegenTimings& timings() const override { return timings_; }
+  const std::string& mlir_text() const override { return mlir_text_; }
+  const std::string& target() const override { return target_; }
+
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::map<std::string, KernelFn> kernels_;
+  CodegenTimings timings_;
+  std::string mlir_text_;
+  std::string target_;
+};
+
+// Math ops to arith code the loop vectorizer can vectorize (float32 only; the patterns
+// leave float64 alone), then everything to the LLVM dialect.
+void lower_to_llvm(mlir::MLIRContext* ctx, mlir::ModuleOp module, bool has_fma,
+                   DiagnosticCollector& diags) {
+  mlir::RewritePatternSet approximations(ctx);
+  mlir::populateMathPolynomialApproximationPatterns(approximations);
+  // The approximations emit math.fma, which without FMA hardware would become a libm call
+  // per element: expand it to a multiply and an add there.
+  if (!has_fma) mlir::populateExpandFmaFPattern(approximations);
+  bool ok = mlir::succeeded(mlir::applyPatternsAndFoldGreedily(module, std::move(approximations)));
+  KILN_CHECK(ok, "[codegen] expected the math approximations to converge, got:\n", diags.take(),
+             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+
+  mlir::PassManager pm(ctx);
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(mlir::createConvertSCFToCFPass());
+  pm.addPass(mlir::createConvertMathToLLVMPass());
+  pm.addPass(mlir::createArithToLLVMConversionPass());
+  pm.addPass(mlir::createConvertFuncToLLVMPass());
+  pm.addPass(mlir::createConvertControlFlowToLLVMPass());
+  pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+  ok = mlir::succeeded(pm.run(module));
+  KILN_CHECK(ok, "[codegen] expected the kernels to lower to the LLVM dialect, got MLIR errors:\n",
+             diags.take(), "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+}
+
+}  // namespace
+
+std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelSpec> kernels,
+                                              const CodegenOptions& options) {
+  std::set<std::string> names;
+  for (const ElementwiseKernelSpec& spec : kernels) {
+    check_spec(spec);
+    KILN_CHECK(names.insert(spec.name).second, "[codegen] expected unique kernel names, found '",
+               spec.name, "' twice. Fix: number the kernels of a module (fused_0, fused_1, ...).");
+  }
+  init_llvm_once();
+  auto result = std::make_unique<JitKernelModule>();
+
+  Clock::time_point start = Clock::now();
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
+                  mlir::math::MathDialect, mlir::scf::SCFDialect>();
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);  // also inserts the LLVM dialect
+  // No MLIR thread pool: kiln owns the only one.
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  ctx.printOpOnDiagnostic(false);
+  DiagnosticCollector diags(&ctx);
+
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::NameLoc::get(mlir::StringAttr::get(&ctx, "kiln.kernels")));
+  for (const ElementwiseKernelSpec& spec : kernels) KernelEmitter(*module, spec).emit();
+  bool verified = mlir::succeeded(mlir::verify(*module));
+  KILN_CHECK(verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
+             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp (or a scalar_body).");
+  result->timings_.build_ms = ms_since(start);
+  if (options.keep_ir) result->mlir_text_ = print_op(*module);
+
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(options.host_cpu_features);
+  result->target_ = describe_target(*tm);
+  bool has_fma = result->target_.find("+fma") != std::string::npos;
+
+  start = Clock::now();
+  lower_to_llvm(&ctx, *module, has_fma, diags);
+  result->timings_.lower_ms = ms_since(start);
+
+  start = Clock::now();
+  // `transformer` is a function_ref in ExecutionEngineOptions: keep the callable alive here.
+  std::function<llvm::Error(llvm::Module*)> optimize =
+      mlir::makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, tm.get());
+  mlir::ExecutionEngineOptions engine_options;
+  engine_options.transformer = optimize;
+  engine_options.enableGDBNotificationListener = false;
+  engine_options.enablePerfNotificationListener = false;
+  llvm::Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
+      mlir::ExecutionEngine::create(*module, engine_options, std::move(tm));
+  if (!engine) {
+    std::string error = llvm_error_text(engine.takeError());
+    KILN_FAIL(
+        "[codegen] expected the lowered kernels to translate to LLVM IR and JIT, got: ", error,
+        "\n", diags.take(), "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+  }
+  result->engine = std::move(*engine);
+  // Machine code is generated on the first lookup: resolve every kernel now, so a module
+  // is complete (and its cost is counted) before anything runs.
+  for (const ElementwiseKernelSpec& spec : kernels) {
+    llvm::Expected<void*> symbol = result->engine->lookup(spec.name);
+    KILN_CHECK(bool(symbol), "[codegen] expected the JIT to define kernel '", spec.name,
+               "', got: ", llvm_error_text(symbol.takeError()),
+               ". Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+    result->kernels_[spec.name] = reinterpret_cast<KernelFn>(*symbol);
+  }
+  result->timings_.llvm_ms = ms_since(start);
+  return result;
+}
+
+}  // namespace kiln::codegen
