@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kiln explain` end to end: the traced graph and the explain report with a recompile, a
 # graph break under --fullgraph naming halving_mlp.cpp's line (exit 1), its while_loop
-# rewrite compiling whole, --dot output with module clusters, and the option errors.
+# rewrite compiling whole, --dot output with module clusters, the backends (fusion groups
+# on cpu, --backend interp) and the option errors.
 # Usage: explain.sh KILN_BINARY. Needs no dataset (inputs are random).
 set -euo pipefail
 kiln="$1"
@@ -23,6 +24,18 @@ run mlp explain --model fashion_mlp
 has "$tmp/mlp.txt" "graph FashionMLP" "fashion_mlp"
 has "$tmp/mlp.txt" "recompile 2/8" "fashion_mlp"
 has "$tmp/mlp.txt" "2 graphs, 0 graph breaks, 1 recompile, 2 calls" "fashion_mlp"
+# The default backend: pass timings, kernel counts and the fusion groups after the passes.
+has "$tmp/mlp.txt" "(backend cpu)" "fashion_mlp"
+has "$tmp/mlp.txt" "backend: cpu: passes" "fashion_mlp"
+has "$tmp/mlp.txt" "passes: canonicalize" "fashion_mlp"
+has "$tmp/mlp.txt" "fused(" "fashion_mlp"
+
+run interp explain --model fashion_mlp --backend interp
+[ "$rc" -eq 0 ] || fail "--backend interp: exit $rc: $(cat "$tmp/interp.txt")"
+has "$tmp/interp.txt" "(backend interp)" "--backend interp"
+run badbackend explain --model fashion_mlp --backend gpu
+[ "$rc" -eq 1 ] || fail "--backend gpu: exit $rc"
+has "$tmp/badbackend.txt" 'unknown backend "gpu"' "--backend gpu"
 
 run break explain --model halving-mlp --fullgraph
 [ "$rc" -ne 0 ] || fail "halving-mlp --fullgraph: exit 0"
@@ -53,7 +66,7 @@ has "$tmp/partial.dot" "fc2" "halving-mlp --dot"
 
 run opt explain --model fashion_mlp --bogus 1
 [ "$rc" -eq 1 ] || fail "unknown option: exit $rc"
-has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model, --config, --batch, --dot, --fullgraph" "unknown option"
+has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model, --config, --batch, --dot, --backend, --fullgraph" "unknown option"
 run nomodel explain
 [ "$rc" -eq 1 ] || fail "no --model: exit $rc"
 has "$tmp/nomodel.txt" "--model NAME is required. Models: fashion_mlp" "no --model"

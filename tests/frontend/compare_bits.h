@@ -1,4 +1,5 @@
-// Bitwise tensor comparison for the differential tests (eager vs traced + interp).
+// Tensor comparisons for the differential tests: bitwise (eager vs traced + interp) and
+// within a tolerance (eager vs generated kernels).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +21,24 @@ inline ::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
   for (size_t i = 0; i < x.size(); ++i) {
     bool equal = (std::isnan(x[i]) && std::isnan(y[i])) ||
                  (x[i] == y[i] && std::signbit(x[i]) == std::signbit(y[i]));
+    if (!equal)
+      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Same shape and dtype, and every element within atol + rtol * |b| of b's (nan matches nan,
+// infinities must be equal): compiled kernels may evaluate in another order than eager.
+inline ::testing::AssertionResult close_to(const Tensor& a, const Tensor& b, double rtol = 1e-5,
+                                           double atol = 1e-6) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "one is undefined";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  if (!(Shape(a.sizes()) == Shape(b.sizes())) || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << a.type_str() << " vs " << b.type_str();
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    bool equal = (std::isnan(x[i]) && std::isnan(y[i])) || x[i] == y[i] ||
+                 std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]);
     if (!equal)
       return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
   }

@@ -243,7 +243,7 @@ TEST(Compile, ExplainOnAModelAndInputsCompilesRunsAndReports) {
   std::string printed = testing::internal::GetCapturedStdout();
   EXPECT_EQ(r.graph_break_count(), 1u);
   EXPECT_EQ(printed, r.str());
-  EXPECT_NE(printed.find("compiled HalvingMLP (backend interp): 0 graphs, 1 graph break"),
+  EXPECT_NE(printed.find("compiled HalvingMLP (backend cpu): 0 graphs, 1 graph break"),
             std::string::npos)
       << printed;
   EXPECT_NE(printed.find("module"), std::string::npos);

@@ -37,8 +37,10 @@ struct CompileOptions {
   // A graph break (a host read of a traced value) throws GraphBreakError instead of
   // running that forward eagerly.
   bool fullgraph = false;
-  // "interp": the reference executor (runs each node through the eager op table).
-  std::string backend = "interp";
+  // "cpu": the pass pipeline, then native kernels for fusion groups (MLIR -> LLVM) and the
+  // eager kernels (GEMM library) for the rest. Calls that need gradients run on "interp",
+  // the reference executor (each node through the eager op table), which is also selectable.
+  std::string backend = "cpu";
   // Graphs cached per compiled module; past it, calls that miss run eagerly (one warning),
   // or throw under fullgraph.
   int cache_limit = 8;
@@ -220,7 +222,10 @@ std::unique_ptr<ir::Graph> trace(M& model, Args&&... args) {
 struct ExplainEntry {
   std::vector<std::string> guards;
   size_t ops = 0;                     // nodes in the graph (0 for an eager entry)
-  std::string graph_text;             // the IR (empty for an eager entry)
+  std::string graph_text;             // the IR as traced (empty for an eager entry)
+  std::string backend;                // which backend runs it and why (with its compile stats)
+  std::string passes;                 // per-pass timings (compiled backends)
+  std::string optimized_graph_text;   // the IR after the passes, fusion groups included
   std::vector<std::string> captured;  // captured constants, one line each
   std::string graph_break;            // why this entry runs in segments ("" for one graph)
   std::vector<std::string> breaks;    // the host reads that end its segments (latest call)

@@ -1,6 +1,7 @@
-// kiln's diagnostic logs. KILN_LOG=recompiles,graph_breaks,guards,graphs (a comma list, or
-// "all") turns channels on; each event is one line on stderr, or goes to a sink a program
-// installs (tests capture lines this way).
+// kiln's diagnostic logs. KILN_LOG=recompiles,graph_breaks,guards,graphs,passes (a comma
+// list, or "all") turns channels on; each event is one line on stderr, or goes to a sink a
+// program installs (tests capture lines this way). `passes` prints each compiled graph's
+// pass timings and kernel counts, and the graph after every pass.
 #pragma once
 
 #include <functional>
@@ -9,7 +10,7 @@
 
 namespace kiln {
 
-enum class LogChannel { Recompiles, GraphBreaks, Guards, Graphs };
+enum class LogChannel { Recompiles, GraphBreaks, Guards, Graphs, Passes };
 const char* log_channel_name(LogChannel channel);  // "recompiles", ...
 
 bool log_enabled(LogChannel channel);

@@ -1,7 +1,9 @@
-// `kiln explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--dot FILE]`: compiles
-// a catalog model (random weights, eval mode, seed 0), calls it on a random batch and then on
-// one of batch + 1 (to show a recompile), and prints the traced graph and kiln::explain's
-// report: graphs, guards, graph breaks with their source lines, recompiles with reasons.
+// `kiln explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--dot FILE]
+// [--backend cpu|interp]`: compiles a catalog model (random weights, eval mode, seed 0, no
+// gradients), calls it on a random batch and then on one of batch + 1 (to show a recompile),
+// and prints the traced graph and kiln::explain's report: graphs, guards, graph breaks with
+// their source lines, recompiles with reasons, the backend, pass timings, the graph after
+// the passes (fusion groups).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,7 +84,7 @@ void write_dot(const PartialTrace& traced, const std::string& path) {
 }  // namespace
 
 int run_explain(const std::vector<std::string>& raw) {
-  Args args("explain", raw, {"model", "config", "batch", "dot"}, {"fullgraph"});
+  Args args("explain", raw, {"model", "config", "batch", "dot", "backend"}, {"fullgraph"});
   KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
   const std::string name = args.str("model", "");
   const json::Value config = models::resolve_config(name, parse_config_option(args));
@@ -108,6 +110,8 @@ int run_explain(const std::vector<std::string>& raw) {
 
   CompileOptions options;
   options.fullgraph = fullgraph;
+  options.backend = args.str("backend", options.backend);
+  NoGradGuard no_grad;  // inference: the compiled backend runs its generated kernels
   auto compiled = compile(model, options);
   try {
     compiled(x);

@@ -9,6 +9,7 @@
 #include "dynamic_shapes.h"
 #include "guards.h"
 #include "kiln/autograd.h"
+#include "kiln/backends/cpu_compiler.h"
 #include "kiln/backends/interp.h"
 #include "kiln/compile.h"
 #include "kiln/ir/symbols.h"
@@ -65,7 +66,9 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
 struct Entry {
   GuardSet guards;
   std::shared_ptr<const ir::Graph> graph;          // null for a segmented entry
-  std::unique_ptr<interp::Executable> executable;  // null for a segmented entry
+  std::unique_ptr<interp::Executable> executable;  // the reference backend's, or null
+  std::unique_ptr<cpu::CompiledGraph> compiled;     // the compiled CPU backend's, or null
+  std::string backend_note;  // which backend runs this entry and why
   std::vector<Tensor> state;  // by graph input: the live parameter / buffer (else undefined)
   std::vector<std::pair<size_t, Tensor>> write_back;  // graph output index -> buffer
   std::vector<CapturedConstant> captured;
@@ -86,8 +89,10 @@ class CompiledCore {
  public:
   CompiledCore(std::shared_ptr<nn::Module> model, CompileOptions options)
       : model_(std::move(model)), options_(std::move(options)) {
-    KILN_CHECK(options_.backend == "interp", "[compile] unknown backend \"", options_.backend,
-               "\". Fix: use backend = \"interp\" (the reference executor).");
+    KILN_CHECK(options_.backend == "interp" || options_.backend == "cpu",
+               "[compile] unknown backend \"", options_.backend,
+               "\". Fix: use backend = \"cpu\" (native code) or \"interp\" (the reference "
+               "executor).");
     KILN_CHECK(options_.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
                options_.cache_limit, ".");
   }
@@ -104,6 +109,10 @@ class CompiledCore {
   std::vector<Tensor> run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
                                     const ForwardFn& forward);
   Entry& add_entry(const std::vector<Tensor>& tensors, GuardSet guards, const ForwardFn& forward);
+  // The backend's executor for a traced graph: native code, unless the calls it guards need
+  // gradients (generated kernels have no backward yet), which the reference executor gives.
+  void make_executor(Entry& entry, const std::shared_ptr<const ir::Graph>& graph,
+                     const std::vector<Tensor>& tensors);
   std::unique_ptr<ir::Graph> trace_entry(Entry& entry, const std::vector<Tensor>& tensors,
                                          const ForwardFn& forward, SymbolPlan& plan);
   // The cached entry with the fewest failing guards, and those failures.
@@ -133,6 +142,12 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
   return out;
+}
+
+// KILN_VERIFY_PASSES=1 runs the IR verifier after every pass of every compiled graph.
+bool verify_passes_from_env() {
+  const char* env = std::getenv("KILN_VERIFY_PASSES");
+  return env && std::string_view(env) == "1";
 }
 
 }  // namespace
@@ -217,7 +232,8 @@ std::vector<Tensor> CompiledCore::run(Entry& entry, const std::vector<Tensor>& t
     while (!tensors[next_user].defined()) ++next_user;  // absent arguments are not inputs
     args[i] = tensors[next_user++];
   }
-  std::vector<Tensor> outputs = entry.executable->run(args);
+  std::vector<Tensor> outputs =
+      entry.compiled ? entry.compiled->run(args) : entry.executable->run(args);
   if (!entry.write_back.empty()) {
     NoGradGuard no_grad;
     for (const auto& [index, buffer] : entry.write_back) {
@@ -362,11 +378,44 @@ Entry& CompiledCore::add_entry(const std::vector<Tensor>& tensors, GuardSet guar
       log_line(LogChannel::Guards,
                join(describe_guards(entry->guards, input_names(options_, tensors.size())), "; "));
     std::shared_ptr<const ir::Graph> shared(std::move(graph));
-    entry->executable = std::make_unique<interp::Executable>(shared);
+    make_executor(*entry, shared, tensors);
     entry->graph = std::move(shared);
   }
   entries_.push_back(std::move(entry));
   return *entries_.back();
+}
+
+void CompiledCore::make_executor(Entry& entry, const std::shared_ptr<const ir::Graph>& graph,
+                                 const std::vector<Tensor>& tensors) {
+  if (options_.backend == "cpu") {
+    std::string grad_source;
+    if (grad_mode_enabled()) {
+      for (size_t i = 0; i < graph->inputs().size() && grad_source.empty(); ++i)
+        if (entry.state[i].defined() && entry.state[i].requires_grad())
+          grad_source = "parameter " + graph->inputs()[i].name + " requires grad";
+      for (const Tensor& t : tensors)
+        if (grad_source.empty() && t.defined() && t.requires_grad())
+          grad_source = "an input requires grad";
+    }
+    if (grad_source.empty()) {
+      cpu::CompilerOptions options;
+      options.verify_passes = verify_passes_from_env();
+      options.print_sink = [](std::string_view pass, const std::string& text) {
+        log_line(LogChannel::Passes, str_cat("after ", pass, ":\n", text));
+      };
+      if (log_enabled(LogChannel::Passes)) options.print_after = "all";
+      entry.compiled = std::make_unique<cpu::CompiledGraph>(*graph, options);
+      entry.backend_note = "cpu: " + entry.compiled->stats().str();
+      log_line(LogChannel::Passes, str_cat(model_->type_name(), ": ",
+                                           entry.compiled->stats().passes.str(), "; ",
+                                           entry.backend_note));
+      return;
+    }
+    entry.backend_note = "interp, because gradients are needed (" + grad_source +
+                         " and grad mode is on); generated kernels have no backward yet. "
+                         "Fix for inference: call under kiln::NoGradGuard";
+  }
+  entry.executable = std::make_unique<interp::Executable>(graph);
 }
 
 std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
@@ -450,6 +499,11 @@ ExplainReport CompiledCore::explain() const {
     if (e->graph) {
       x.ops = e->graph->node_count();
       x.graph_text = ir::print_graph(*e->graph);
+    }
+    x.backend = e->backend_note;
+    if (e->compiled) {
+      x.passes = e->compiled->stats().passes.str();
+      x.optimized_graph_text = ir::print_graph(e->compiled->optimized_graph());
     }
     for (const CapturedConstant& c : e->captured) {
       x.captured.push_back(

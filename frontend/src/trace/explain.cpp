@@ -53,11 +53,16 @@ void ExplainReport::print(std::ostream& os) const {
             "are not saved):\n";
       for (const std::string& c : e.captured) os << "    " << c << "\n";
     }
-    if (!e.graph_text.empty()) {
-      os << "  graph:\n";
-      std::istringstream lines(e.graph_text);
+    if (!e.backend.empty()) os << "  backend: " << e.backend << "\n";
+    if (!e.passes.empty()) os << "  passes: " << e.passes << "\n";
+    auto print_ir = [&](const char* title, const std::string& text) {
+      if (text.empty()) return;
+      os << "  " << title << ":\n";
+      std::istringstream lines(text);
       for (std::string line; std::getline(lines, line);) os << "    " << line << "\n";
-    }
+    };
+    print_ir("graph", e.graph_text);
+    print_ir("after passes", e.optimized_graph_text);
   }
   if (!recompile_reasons.empty()) {
     os << "\nrecompiles:\n";

@@ -13,7 +13,7 @@ namespace kiln {
 namespace {
 
 constexpr LogChannel kChannels[] = {LogChannel::Recompiles, LogChannel::GraphBreaks,
-                                    LogChannel::Guards, LogChannel::Graphs};
+                                    LogChannel::Guards, LogChannel::Graphs, LogChannel::Passes};
 
 unsigned parse_spec(std::string_view spec) {
   unsigned mask = 0;
@@ -34,7 +34,7 @@ unsigned parse_spec(std::string_view spec) {
       }
     }
     KILN_CHECK(known, "[KILN_LOG] unknown channel '", name,
-               "'. Fix: use a comma list of recompiles, graph_breaks, guards, graphs (or all).");
+               "'. Fix: use a comma list of recompiles, graph_breaks, guards, graphs, passes (or all).");
   }
   return mask;
 }
@@ -84,6 +84,8 @@ const char* log_channel_name(LogChannel channel) {
       return "guards";
     case LogChannel::Graphs:
       return "graphs";
+    case LogChannel::Passes:
+      return "passes";
   }
   return "?";
 }
