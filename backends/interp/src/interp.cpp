@@ -4,6 +4,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
+#include "kiln/ir/symbol_binding.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/control_flow.h"
 #include "kiln/ops/fused.h"
@@ -35,12 +36,7 @@ std::string node_where(const ir::Node& node) {
 
 void find_symbolic_attrs(const ir::Graph& g, std::unordered_set<const ir::Node*>& out) {
   for (const auto& node : g.nodes()) {
-    bool symbolic = false;
-    node->attrs->clone()->map_ints([&](int64_t v) {
-      symbolic |= ir::is_symbolic_size(v);
-      return v;
-    });
-    if (symbolic) out.insert(node.get());
+    if (ir::attrs_hold_symbols(*node->attrs)) out.insert(node.get());
     for (const auto& region : node->regions) find_symbolic_attrs(*region, out);
   }
 }
@@ -58,23 +54,7 @@ Executable::Executable(std::shared_ptr<const ir::Graph> graph) : graph_(std::mov
   int top = -1;
   max_value_id(*graph_, top);
   value_count_ = top + 1;
-  const auto& inputs = graph_->inputs();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Shape& shape = inputs[i].value->type.shape;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      auto s = ir::decode_size(shape[d]);
-      if (!s) continue;
-      int symbol = -1, factors = 0;
-      for (int k = 0; k < ir::kMaxSymbols; ++k) {
-        factors += s->exponents[k];
-        if (s->exponents[k]) symbol = k;
-      }
-      KILN_CHECK(inputs[i].kind == ir::InputKind::Input && factors == 1 && s->coeff == 1,
-                 "[interp] graph input '", inputs[i].name, "' has size ", ir::format_size(shape[d]),
-                 " in dim ", d, ": only user inputs may have symbolic dims, each a single symbol.");
-      symbol_sources_.push_back({i, d, symbol});
-    }
-  }
+  symbol_sources_ = ir::symbol_sources(*graph_, "[interp]");
   find_symbolic_attrs(*graph_, symbolic_attrs_);
 }
 
@@ -83,9 +63,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
   KILN_CHECK(inputs.size() == graph_inputs.size(), "[interp] graph ", graph_->name(), " expected ",
              graph_inputs.size(), " inputs, got ", inputs.size(), ".");
   RunState state;
-  state.symbols.assign(ir::kMaxSymbols, 0);
-  for (const SymbolSource& src : symbol_sources_)
-    state.symbols[src.symbol] = inputs[src.input].size(static_cast<int64_t>(src.dim));
+  ir::SymbolValues values = ir::bind_symbols(symbol_sources_, inputs);
+  state.symbols.assign(values.begin(), values.end());
   state.reseed = !replay_recorded_random_;
   return run_graph(*graph_, inputs, state);
 }

@@ -1,6 +1,7 @@
 // The compiled CPU backend: passes on a copy of the graph, one JIT module for all of its
-// fusion groups, and the reference executor for everything else with the groups' kernels
-// plugged in.
+// fusion groups, and the planned executor (plan.h) to run them with the other nodes' eager
+// kernels; graphs with control flow run on the reference executor's node loop, with the
+// groups' kernels plugged in.
 #include <chrono>
 #include <sstream>
 #include <unordered_map>
@@ -11,7 +12,7 @@
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
-#include "kiln/thread_pool.h"
+#include "plan.h"
 
 namespace kiln::cpu {
 
@@ -34,12 +35,6 @@ void collect_fused(const ir::Graph& g, std::vector<const ir::Node*>& out, int& o
   }
 }
 
-int64_t product(const Shape& shape, const std::vector<int>& dims) {
-  int64_t n = 1;
-  for (int d : dims) n *= shape[static_cast<size_t>(d)];
-  return n;
-}
-
 }  // namespace
 
 std::string CompileStats::str() const {
@@ -48,55 +43,18 @@ std::string CompileStats::str() const {
   os << "passes " << passes.total_ms << " ms, codegen "
      << codegen_build_ms + codegen_lower_ms + codegen_llvm_ms << " ms (build " << codegen_build_ms
      << ", lower " << codegen_lower_ms << ", llvm " << codegen_llvm_ms << "); " << kernels
-     << " kernels (" << fused_ops << " ops), " << other_nodes << " other nodes";
+     << " kernels (" << fused_ops << " ops), " << other_nodes << " other nodes, "
+     << (planned ? "planned executor" : "node-by-node executor (control flow)");
   if (!target.empty()) os << "; target " << target;
   return os.str();
 }
 
-// A generated kernel and what running it needs.
-struct Kernel {
-  codegen::KernelFn fn = nullptr;
-  std::vector<std::vector<int>> dim_groups;  // output dims merged into each iteration dim
-  std::string name;
-};
-
 struct CompiledGraph::Impl {
   std::shared_ptr<ir::Graph> graph;
   std::unique_ptr<codegen::KernelModule> module;
-  std::unordered_map<const ir::Node*, Kernel> kernels;
+  std::unordered_map<const ir::Node*, FusedKernel> kernels;
+  std::unique_ptr<Plan> plan;  // null for graphs with control flow, which run on `executor`
   std::unique_ptr<interp::Executable> executor;
-
-  void run_fused(const ir::Node& node, std::span<const Tensor> operands,
-                 std::span<const int64_t> symbols, std::span<Tensor> results) const {
-    const Kernel& k = kernels.at(&node);
-    // Operands must be dense in their own shape; views (a transpose) are copied first.
-    std::vector<Tensor> dense(operands.size());
-    std::vector<void*> buffers;
-    buffers.reserve(operands.size() + results.size());
-    for (size_t i = 0; i < operands.size(); ++i) {
-      dense[i] = operands[i].is_contiguous() ? operands[i] : operands[i].contiguous();
-      buffers.push_back(dense[i].numel() ? dense[i].raw_data() : nullptr);
-    }
-    Shape shape;
-    for (size_t j = 0; j < results.size(); ++j) {
-      const ir::Type& t = node.outputs[j]->type;
-      shape.clear();
-      for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
-      results[j] = Tensor::empty(shape, t.dtype);
-      buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
-    }
-    int64_t total = results.empty() ? 0 : results[0].numel();
-    if (total == 0) return;
-    std::vector<int64_t> dims(k.dim_groups.size());
-    for (size_t d = 0; d < dims.size(); ++d) dims[d] = product(shape, k.dim_groups[d]);
-    int64_t inner = total / dims[0];
-    void* const* args = buffers.data();
-    const int64_t* sizes = dims.data();
-    codegen::KernelFn fn = k.fn;
-    parallel_for_fast(0, dims[0],
-                      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)),
-                      [&](int64_t begin, int64_t end) { fn(args, sizes, begin, end); });
-  }
 };
 
 CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& options)
@@ -127,14 +85,19 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
     stats_.target = impl_->module->target();
     for (size_t i = 0; i < fused.size(); ++i)
       impl_->kernels[fused[i]] = {impl_->module->lookup(specs[i].name),
-                                  codegen::elementwise_dim_groups(*fused[i]), specs[i].name};
+                                  codegen::elementwise_dim_groups(*fused[i])};
   }
-  impl_->executor = std::make_unique<interp::Executable>(impl_->graph);
-  Impl* impl = impl_.get();
-  impl_->executor->set_fused_runner(
-      [impl](const ir::Node& node, std::span<const Tensor> operands,
-             std::span<const int64_t> symbols,
-             std::span<Tensor> results) { impl->run_fused(node, operands, symbols, results); });
+  impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
+  stats_.planned = impl_->plan != nullptr;
+  if (!impl_->plan) {
+    impl_->executor = std::make_unique<interp::Executable>(impl_->graph);
+    Impl* impl = impl_.get();
+    impl_->executor->set_fused_runner([impl](const ir::Node& node, std::span<const Tensor> operands,
+                                             std::span<const int64_t> symbols,
+                                             std::span<Tensor> results) {
+      run_fused_kernel(impl->kernels.at(&node), node, operands, symbols, results, false);
+    });
+  }
   stats_.total_ms = ms_since(start);
 }
 
@@ -142,13 +105,16 @@ CompiledGraph::~CompiledGraph() = default;
 
 std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) {
   size_t total = impl_->graph->inputs().size();
-  if (inputs.size() == total) return impl_->executor->run(inputs);
+  auto run = [&](std::span<const Tensor> all) {
+    return impl_->plan ? impl_->plan->run(all) : impl_->executor->run(all);
+  };
+  if (inputs.size() == total) return run(inputs);
   // Constant folding appended constants the caller does not know about: the graph holds them.
   KILN_CHECK(inputs.size() == input_count_, "[cpu] graph ", impl_->graph->name(), " expected ",
              input_count_, " inputs, got ", inputs.size(), ".");
   std::vector<Tensor> all(inputs.begin(), inputs.end());
   all.resize(total);
-  return impl_->executor->run(all);
+  return run(all);
 }
 
 const ir::Graph& CompiledGraph::optimized_graph() const {
@@ -156,7 +122,8 @@ const ir::Graph& CompiledGraph::optimized_graph() const {
 }
 
 void CompiledGraph::set_replay_recorded_random(bool replay) {
-  impl_->executor->set_replay_recorded_random(replay);
+  if (impl_->plan) impl_->plan->set_replay_recorded_random(replay);
+  if (impl_->executor) impl_->executor->set_replay_recorded_random(replay);
 }
 
 }  // namespace kiln::cpu

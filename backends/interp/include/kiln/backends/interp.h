@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/ir/graph.h"
+#include "kiln/ir/symbol_binding.h"
 
 namespace kiln::interp {
 
@@ -40,12 +41,6 @@ class Executable {
   void set_fused_runner(FusedRunner runner) { fused_runner_ = std::move(runner); }
 
  private:
-  // Where each symbol's runtime value is read: (graph input, dim, symbol).
-  struct SymbolSource {
-    size_t input;
-    size_t dim;
-    int symbol;
-  };
   struct RunState;
 
   std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> inputs,
@@ -55,7 +50,7 @@ class Executable {
 
   std::shared_ptr<const ir::Graph> graph_;
   int value_count_ = 0;
-  std::vector<SymbolSource> symbol_sources_;
+  std::vector<ir::SymbolSource> symbol_sources_;
   std::unordered_set<const ir::Node*> symbolic_attrs_;  // nodes whose attributes hold symbols
   bool replay_recorded_random_ = false;
   FusedRunner fused_runner_;

@@ -32,8 +32,9 @@ struct CompileStats {
   int fused_ops = 0;    // ops inside them
   int other_nodes = 0;  // nodes run through eager kernels (library calls, views, ...)
   double codegen_build_ms = 0, codegen_lower_ms = 0, codegen_llvm_ms = 0;
-  double total_ms = 0;  // passes + codegen
-  std::string target;   // the CPU the kernels were generated for
+  double total_ms = 0;   // passes + codegen
+  std::string target;    // the CPU the kernels were generated for
+  bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
   // "passes 0.4 ms, codegen 62 ms (build 3, lower 9, llvm 50); 4 kernels (9 ops), 3 other
   // nodes; target znver3 +avx2,+fma"
   std::string str() const;

@@ -1,0 +1,190 @@
+// The planned executor (plan.h): steps built once from the optimized graph, run per call
+// over reusable buffers.
+#include "plan.h"
+
+#include <algorithm>
+
+#include "kiln/error.h"
+#include "kiln/ops/fused.h"
+#include "kiln/thread_pool.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+int64_t product(const Shape& shape, const std::vector<int>& dims) {
+  int64_t n = 1;
+  for (int d : dims) n *= shape[static_cast<size_t>(d)];
+  return n;
+}
+
+bool shape_is_symbolic(const Shape& shape) {
+  return std::any_of(shape.begin(), shape.end(), ir::is_symbolic_size);
+}
+
+// `buffer` when it already has this type (a reusable intermediate), else a new tensor.
+Tensor buffer_for(Tensor& buffer, const Shape& shape, DType dtype, bool reuse) {
+  if (reuse && buffer.defined() && buffer.dtype() == dtype && Shape(buffer.sizes()) == shape &&
+      buffer.is_contiguous())
+    return buffer;
+  return Tensor::empty(shape, dtype);
+}
+
+}  // namespace
+
+void run_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
+                      std::span<const Tensor> operands, std::span<const int64_t> symbols,
+                      std::span<Tensor> results, bool reuse_results) {
+  // Operands must be dense in their own shape; views (a transpose) are copied first.
+  SmallVector<Tensor, 8> dense(operands.size());
+  SmallVector<void*, 12> buffers;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    dense[i] = operands[i].is_contiguous() ? operands[i] : operands[i].contiguous();
+    buffers.push_back(dense[i].numel() ? dense[i].raw_data() : nullptr);
+  }
+  Shape shape;
+  for (size_t j = 0; j < results.size(); ++j) {
+    const ir::Type& t = node.outputs[j]->type;
+    shape.clear();
+    for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
+    results[j] = buffer_for(results[j], shape, t.dtype, reuse_results);
+    buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
+  }
+  int64_t total = results.empty() ? 0 : results[0].numel();
+  if (total == 0) return;
+  SmallVector<int64_t, 6> dims(kernel.dim_groups.size());
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = product(shape, kernel.dim_groups[d]);
+  int64_t inner = total / dims[0];
+  void* const* args = buffers.data();
+  const int64_t* sizes = dims.data();
+  codegen::KernelFn fn = kernel.fn;
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
+  parallel_for_fast(0, dims[0], grain,
+                    [&](int64_t begin, int64_t end) { fn(args, sizes, begin, end); });
+}
+
+struct Plan::Step {
+  const ir::Node* node = nullptr;
+  const FusedKernel* fused = nullptr;  // a fusion group, else an eager kernel call
+  KernelFn kernel = nullptr;
+  std::unique_ptr<Attrs> attrs;      // the node's, redrawn (random ops) or resized per call
+  bool reseed = false;               // a random op: a fresh stream position every call
+  bool symbolic_attrs = false;       // attributes hold symbols: substituted per call
+  bool symbolic_types = false;       // output shapes hold symbols
+  std::vector<int> inputs, outputs;  // value ids; -1 for an absent input
+  std::vector<bool> reuse;           // by output: its buffer may be reused next call
+  TensorTypes types;                 // output types (symbols substituted per call)
+};
+
+Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
+Plan::~Plan() = default;
+
+std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
+                                  const std::unordered_map<const ir::Node*, FusedKernel>& kernels) {
+  std::unique_ptr<Plan> plan(new Plan(graph));
+  plan->symbol_sources_ = ir::symbol_sources(graph, "[cpu]");
+  int top = -1;
+  for (const ir::GraphInput& in : graph.inputs()) top = std::max(top, in.value->id);
+  for (const auto& node : graph.nodes()) {
+    if (!node->regions.empty() && node->op != &ops::fused) return nullptr;
+    for (const ir::Value* v : node->outputs) {
+      if (!v->type.device.is_cpu()) return nullptr;
+      top = std::max(top, v->id);
+    }
+  }
+  // Values the caller receives, and those they may alias (views of them), are made fresh
+  // every call; every other buffer is reused.
+  std::vector<bool> escapes(static_cast<size_t>(top + 1), false);
+  for (const ir::GraphOutput& o : graph.outputs()) escapes[o.value->id] = true;
+  for (auto it = graph.nodes().rbegin(); it != graph.nodes().rend(); ++it) {
+    const ir::Node& n = **it;
+    if (!n.op->kernel_makes_outputs) continue;
+    bool out_escapes = std::any_of(n.outputs.begin(), n.outputs.end(),
+                                   [&](const ir::Value* v) { return escapes[v->id]; });
+    if (out_escapes)
+      for (const ir::Value* v : n.inputs)
+        if (v) escapes[v->id] = true;
+  }
+  for (const auto& node : graph.nodes()) {
+    Step step;
+    step.node = node.get();
+    if (node->op == &ops::fused) {
+      step.fused = &kernels.at(node.get());
+    } else {
+      step.kernel = node->op->kernels[static_cast<size_t>(DeviceType::CPU)];
+      KILN_CHECK(step.kernel, "[cpu] ", node->op->name,
+                 " has no CPU kernel registered. Fix: call kiln::init() before compiling "
+                 "(kiln::compile does), or leave the op out of graphs for this backend.");
+    }
+    step.attrs = node->attrs->clone();
+    step.reseed = node->op->reseed != nullptr;
+    step.symbolic_attrs = ir::attrs_hold_symbols(*node->attrs);
+    for (const ir::Value* v : node->inputs) step.inputs.push_back(v ? v->id : -1);
+    for (const ir::Value* v : node->outputs) {
+      step.outputs.push_back(v->id);
+      bool reuse = !escapes[v->id] && !node->op->kernel_makes_outputs;
+      step.reuse.push_back(reuse);
+      if (!reuse) plan->transient_.push_back(v->id);
+      step.types.push_back({v->type.dtype, v->type.shape, v->type.device});
+      step.symbolic_types |= shape_is_symbolic(v->type.shape);
+    }
+    plan->steps_.push_back(std::move(step));
+  }
+  for (const ir::GraphInput& in : graph.inputs()) plan->transient_.push_back(in.value->id);
+  plan->slots_.resize(static_cast<size_t>(top + 1));
+  return plan;
+}
+
+std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
+  const auto& graph_inputs = graph_.inputs();
+  for (size_t i = 0; i < graph_inputs.size(); ++i) {
+    const ir::GraphInput& in = graph_inputs[i];
+    bool own_constant = in.kind == ir::InputKind::Constant && !inputs[i].defined();
+    slots_[in.value->id] = own_constant ? in.constant : inputs[i];
+  }
+  ir::SymbolValues symbols = ir::bind_symbols(symbol_sources_, inputs);
+  SmallVector<Tensor, 4> args;
+  SmallVector<Tensor, 2> results;
+  for (Step& step : steps_) {
+    args.clear();
+    for (int id : step.inputs) args.push_back(id >= 0 ? slots_[id] : Tensor());
+    results.resize(step.outputs.size());
+    for (size_t k = 0; k < step.outputs.size(); ++k)
+      results[k] = step.reuse[k] ? std::move(slots_[step.outputs[k]]) : Tensor();
+    if (step.fused) {
+      run_fused_kernel(*step.fused, *step.node, TensorSpan(args.data(), args.size()), symbols,
+                       std::span<Tensor>(results.data(), results.size()), true);
+    } else {
+      const OpDef& op = *step.node->op;
+      if (step.symbolic_attrs) {
+        step.attrs = step.node->attrs->clone();
+        step.attrs->map_ints([&](int64_t v) { return ir::substitute_size(v, symbols); });
+      }
+      if (step.reseed && !replay_recorded_random_)
+        op.reseed(*step.attrs, TensorSpan(args.data(), args.size()));
+      TensorTypes types = step.types;
+      if (step.symbolic_types)
+        for (TensorType& t : types)
+          for (int64_t& s : t.shape) s = ir::substitute_size(s, symbols);
+      if (op.kernel_makes_outputs) {
+        for (Tensor& r : results) r = Tensor();
+      } else {
+        for (size_t k = 0; k < results.size(); ++k)
+          results[k] = buffer_for(results[k], types[k].shape, types[k].dtype, step.reuse[k]);
+      }
+      KernelCall call{op, TensorSpan(args.data(), args.size()), *step.attrs,
+                      std::span<Tensor>(results.data(), results.size()), types};
+      step.kernel(call);
+    }
+    for (size_t k = 0; k < step.outputs.size(); ++k)
+      slots_[step.outputs[k]] = std::move(results[k]);
+  }
+  std::vector<Tensor> out;
+  out.reserve(graph_.outputs().size());
+  for (const ir::GraphOutput& o : graph_.outputs()) out.push_back(slots_[o.value->id]);
+  // Only reusable buffers stay: inputs, results and views belong to the caller.
+  for (int id : transient_) slots_[id] = Tensor();
+  return out;
+}
+
+}  // namespace kiln::cpu
