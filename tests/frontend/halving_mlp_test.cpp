@@ -101,6 +101,33 @@ TEST(HalvingMLP, WithoutFullgraphTheBreakRunsAndMatchesEager) {
   EXPECT_EQ(explain(compiled).graph_break_count(), 1u);
 }
 
+// Inference on the cpu backend: the while_loop graph runs node by node with its fusion
+// groups as kernels, and the plain loop's segments are compiled too.
+TEST(HalvingMLP, BothVersionsRunOnTheCpuBackendWithoutGradients) {
+  NoGradGuard no_grad;
+  for (const char* name : {"halving-mlp", "halving-mlp-while"}) {
+    auto model = built(name);
+    auto compiled = compile(model, {.backend = "cpu"});
+    for (int i = 0; i < 3; ++i) {
+      Tensor x = example(2) * (i + 1);
+      Tensor want = (*model)(x), got = compiled(x);
+      ASSERT_EQ(Shape(got.sizes()), Shape(want.sizes())) << name;
+      std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+      for (size_t k = 0; k < g.size(); ++k)
+        EXPECT_NEAR(g[k], w[k], 1e-5 + 1e-5 * std::abs(w[k])) << name;
+    }
+    ExplainReport report = explain(compiled);
+    ASSERT_EQ(report.entries.size(), 1u) << report.str();
+    if (report.graph_break_count() == 0)
+      EXPECT_NE(report.entries[0].backend.find("node-by-node executor (control flow)"),
+                std::string::npos)
+          << report.str();
+    else
+      EXPECT_EQ(report.entries[0].native_segments, report.entries[0].segment_misses)
+          << report.str();
+  }
+}
+
 TEST(HalvingMLP, ConfigIsCheckedAndRoundTrips) {
   json::Value cfg = models::resolve_config("halving-mlp-while", json::parse(R"({"d_hidden":8})"));
   EXPECT_EQ(json::dump(cfg), R"({"d_in":784,"d_hidden":8,"d_out":10})");

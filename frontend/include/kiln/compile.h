@@ -231,6 +231,7 @@ struct ExplainEntry {
   std::vector<std::string> breaks;    // the host reads that end its segments (latest call)
   size_t segments = 0;                // segments per call (latest call)
   uint64_t segment_hits = 0, segment_misses = 0;  // the segment cache
+  uint64_t native_segments = 0;  // segments compiled to native code (the others run on interp)
   double trace_ms = 0;
   // Trace time by module path ("" the root), slowest first.
   std::vector<std::pair<std::string, double>> trace_ms_by_module;

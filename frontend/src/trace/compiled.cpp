@@ -337,6 +337,7 @@ std::vector<Tensor> CompiledCore::run_segmented(Entry& entry, const std::vector<
 Entry& CompiledCore::add_entry(const std::vector<Tensor>& tensors, GuardSet guards,
                                const ForwardFn& forward) {
   auto entry = std::make_unique<Entry>();
+  entry->segments.native = options_.backend == "cpu";
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<ir::Graph> graph;
   SymbolPlan plan = plan_symbols(tensors, dynamic_masks(tensors));
@@ -486,6 +487,7 @@ ExplainReport CompiledCore::explain() const {
     x.segments = e->segments_per_call;
     x.segment_hits = e->segments.hits;
     x.segment_misses = e->segments.misses;
+    x.native_segments = e->segments.native_misses;
     for (const GraphBreak& b : e->breaks) {
       x.breaks.push_back(
           str_cat(b.what, b.loc.known() ? " at " + ir::location_str(b.loc) : "", " in ",

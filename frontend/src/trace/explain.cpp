@@ -28,8 +28,9 @@ void ExplainReport::print(std::ostream& os) const {
       os << e.ops << " ops, traced in " << e.trace_ms << " ms, " << e.calls << " calls\n";
     } else {
       os << "graph break: runs in " << e.segments << " segments per call, " << e.calls
-         << " calls (segment cache: " << e.segment_misses << " compiled, " << e.segment_hits
-         << " reused)\n  first break: " << e.graph_break << "\n";
+         << " calls (segment cache: " << e.segment_misses << " compiled";
+      if (e.native_segments) os << " (" << e.native_segments << " to native code)";
+      os << ", " << e.segment_hits << " reused)\n  first break: " << e.graph_break << "\n";
       for (size_t b = 0; b < e.breaks.size();) {  // a loop's breaks repeat: count them
         size_t same = 1;
         while (b + same < e.breaks.size() && e.breaks[b + same] == e.breaks[b]) ++same;

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/backends/cpu_compiler.h"
 #include "kiln/backends/interp.h"
 #include "kiln/dispatch.h"
 #include "kiln/ir/graph.h"
@@ -44,8 +45,16 @@ inline constexpr std::string_view kBufferOutputPrefix = "buffer:";
 
 // Segments compiled so far, by structural hash (shared by the calls of one cache entry).
 struct SegmentCache {
-  std::unordered_map<uint64_t, std::shared_ptr<interp::Executable>> executables;
+  // Segments whose run needs no gradient go through the compiled CPU backend; the others
+  // (and all of them when false) through the reference executor.
+  bool native = false;
+  struct Executable {
+    std::shared_ptr<interp::Executable> interp;
+    std::shared_ptr<cpu::CompiledGraph> native;
+  };
+  std::unordered_map<uint64_t, Executable> executables;  // by structural hash and backend
   uint64_t hits = 0, misses = 0;
+  uint64_t native_misses = 0;  // of the misses, compiled with the CPU backend
 };
 
 // One host read that ended a segment.

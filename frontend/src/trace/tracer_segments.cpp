@@ -65,15 +65,26 @@ void Tracer::flush() {
     graph_->add_output(value, std::string(kBufferOutputPrefix) + path);
   if (!graph_->nodes().empty()) {
     ir::verify(*graph_);
-    uint64_t key = ir::structural_hash(*graph_);
-    std::shared_ptr<interp::Executable>& exe = segments_->executables[key];
-    if (exe) {
+    bool needs_grad = false;
+    if (grad_mode_enabled())
+      for (const Tensor& t : feeds_) needs_grad |= t.defined() && t.requires_grad();
+    bool native = segments_->native && !needs_grad;
+    uint64_t key = ir::structural_hash(*graph_) * 2 + (native ? 1 : 0);
+    SegmentCache::Executable& exe = segments_->executables[key];
+    if (exe.interp || exe.native) {
       ++segments_->hits;
     } else {
       ++segments_->misses;
-      exe =
-          std::make_shared<interp::Executable>(std::shared_ptr<const ir::Graph>(std::move(graph_)));
-      exe->set_replay_recorded_random(true);  // this call's forward drew the positions
+      // Random ops replay the positions this call's forward drew.
+      if (native) {
+        ++segments_->native_misses;
+        exe.native = std::make_shared<cpu::CompiledGraph>(*graph_);
+        exe.native->set_replay_recorded_random(true);
+      } else {
+        exe.interp = std::make_shared<interp::Executable>(
+            std::shared_ptr<const ir::Graph>(std::move(graph_)));
+        exe.interp->set_replay_recorded_random(true);
+      }
     }
     ++segments_run_;
     // Written buffers hold their old contents until the segment's results are copied in.
@@ -83,7 +94,7 @@ void Tracer::flush() {
     set_interceptor(previous_);
     std::vector<Tensor> results;
     try {
-      results = exe->run(feeds_);
+      results = exe.native ? exe.native->run(feeds_) : exe.interp->run(feeds_);
     } catch (...) {
       set_interceptor(this);
       throw;
