@@ -63,6 +63,49 @@ TEST(CpuCompiledGraph, PlannedRunsMatchTheReferenceAndKeepEarlierResults) {
   EXPECT_NE(first[0].raw_data(), second[0].raw_data());
 }
 
+// Intermediates share buffers by liveness; a view keeps the value it aliases alive.
+TEST(CpuCompiledGraph, IntermediatesShareBuffersByLiveness) {
+  const char* chain = R"(graph chain {
+  input %0 "x": float32[4, 4]
+  input %1 "w": float32[4, 4]
+  %2: float32[4, 4] = matmul(%0, %1) {}
+  %3: float32[4, 4] = matmul(%2, %1) {}
+  %4: float32[4, 4] = matmul(%3, %1) {}
+  %5: float32[4, 4] = matmul(%4, %1) {}
+  return %5
+})";
+  CompiledGraph compiled(*ir::parse_graph(chain), verified());
+  // %2 and %3 overlap (step 1 reads %2 and writes %3); %4 takes %2's buffer.
+  EXPECT_NE(compiled.stats().memory.find("2 buffers, 128 B for 3 intermediates (192 B unshared)"),
+            std::string::npos)
+      << compiled.stats().memory;
+  std::vector<Tensor> in{randn({4, 4}), randn({4, 4})};
+  expect_close(compiled.run(in), reference(chain, in));
+
+  // The view %3 of %2 is read at the last step, so %2's buffer stays taken until then.
+  const char* viewed = R"(graph viewed {
+  input %0 "x": float32[4, 4]
+  input %1 "w": float32[4, 4]
+  %2: float32[4, 4] = matmul(%0, %1) {}
+  %3: float32[16] = view(%2) {shape=[16]}
+  %4: float32[4, 4] = matmul(%0, %1) {}
+  %5: float32[4, 4] = matmul(%4, %1) {}
+  %6: float32[4, 4] = matmul(%5, %1) {}
+  %7: float32[16] = view(%6) {shape=[16]}
+  %8: float32[16] = sub(%7, %3) {}
+  return %8
+})";
+  CompilerOptions no_cse = verified();
+  no_cse.pipeline = "fuse";
+  CompiledGraph with_view(*ir::parse_graph(viewed), no_cse);
+  EXPECT_NE(with_view.stats().memory.find("3 buffers"), std::string::npos)
+      << with_view.stats().memory;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> vin{randn({4, 4}), randn({4, 4})};
+    expect_close(with_view.run(vin), reference(viewed, vin));
+  }
+}
+
 TEST(CpuCompiledGraph, SymbolicSizesResizeTheBuffers) {
   const char* text = R"(graph dyn {
   input %0 "x": float32[s0, 3]

@@ -45,6 +45,7 @@ std::string CompileStats::str() const {
      << ", lower " << codegen_lower_ms << ", llvm " << codegen_llvm_ms << "); " << kernels
      << " kernels (" << fused_ops << " ops), " << other_nodes << " other nodes, "
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
+  if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
   return os.str();
 }
@@ -89,6 +90,9 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   }
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;
+  if (impl_->plan)
+    stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
+                                                  : impl_->plan->memory().str();
   if (!impl_->plan) {
     impl_->executor = std::make_unique<interp::Executable>(impl_->graph);
     Impl* impl = impl_.get();

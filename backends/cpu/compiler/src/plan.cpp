@@ -132,7 +132,66 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
   }
   for (const ir::GraphInput& in : graph.inputs()) plan->transient_.push_back(in.value->id);
   plan->slots_.resize(static_cast<size_t>(top + 1));
+  plan->shared_tensors_.resize(static_cast<size_t>(top + 1));
+
+  // Lifetimes: a read of a view reads the values it aliases.
+  std::vector<std::vector<int>> roots(static_cast<size_t>(top + 1));
+  std::vector<int> last_use(static_cast<size_t>(top + 1), -1);
+  const auto& steps = plan->steps_;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const Step& step = steps[s];
+    for (int id : step.inputs) {
+      if (id < 0) continue;
+      last_use[id] = static_cast<int>(s);
+      for (int r : roots[id]) last_use[r] = static_cast<int>(s);
+    }
+    for (int id : step.outputs) {
+      last_use[id] = static_cast<int>(s);
+      if (!step.node->op->kernel_makes_outputs) continue;
+      for (int in : step.inputs) {
+        if (in < 0) continue;
+        roots[id].push_back(in);
+        roots[id].insert(roots[id].end(), roots[in].begin(), roots[in].end());
+      }
+    }
+  }
+  for (size_t s = 0; s < steps.size(); ++s)
+    for (size_t k = 0; k < steps[s].outputs.size(); ++k) {
+      if (!steps[s].reuse[k]) continue;
+      int id = steps[s].outputs[k];
+      SharedValue value;
+      value.id = id;
+      value.lifetime.def = static_cast<int>(s);
+      value.lifetime.last_use = last_use[id];
+      value.type = &steps[s].node->outputs[k]->type;
+      plan->shared_.push_back(value);
+    }
+  if (plan->symbol_sources_.empty()) plan->plan_buffers(ir::SymbolValues{});
   return plan;
+}
+
+void Plan::plan_buffers(const ir::SymbolValues& symbols) {
+  std::vector<ValueLifetime> lifetimes;
+  std::vector<Shape> shapes;
+  for (SharedValue& value : shared_) {
+    Shape shape;
+    for (int64_t s : value.type->shape) shape.push_back(ir::substitute_size(s, symbols));
+    value.lifetime.bytes = static_cast<size_t>(numel(shape)) * itemsize(value.type->dtype);
+    lifetimes.push_back(value.lifetime);
+    shapes.push_back(std::move(shape));
+  }
+  memory_ = plan_memory(lifetimes);
+  buffers_.clear();
+  for (size_t bytes : memory_.slot_bytes)  // float32 words: the allocator aligns to 64 bytes
+    buffers_.push_back(Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::Float32));
+  for (size_t v = 0; v < shared_.size(); ++v) {
+    Tensor buffer = buffers_[static_cast<size_t>(memory_.slot_of[v])];
+    void* data = buffer.numel() ? buffer.raw_data() : nullptr;
+    shared_tensors_[shared_[v].id] =
+        Tensor::from_blob(data, shapes[v], shared_[v].type->dtype, {}, [buffer](void*) {});
+  }
+  planned_for_ = symbols;
+  buffers_planned_ = true;
 }
 
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
@@ -143,6 +202,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
     slots_[in.value->id] = own_constant ? in.constant : inputs[i];
   }
   ir::SymbolValues symbols = ir::bind_symbols(symbol_sources_, inputs);
+  if (!buffers_planned_ || symbols != planned_for_) plan_buffers(symbols);
   SmallVector<Tensor, 4> args;
   SmallVector<Tensor, 2> results;
   for (Step& step : steps_) {
@@ -150,7 +210,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
     for (int id : step.inputs) args.push_back(id >= 0 ? slots_[id] : Tensor());
     results.resize(step.outputs.size());
     for (size_t k = 0; k < step.outputs.size(); ++k)
-      results[k] = step.reuse[k] ? std::move(slots_[step.outputs[k]]) : Tensor();
+      results[k] = step.reuse[k] ? shared_tensors_[step.outputs[k]] : Tensor();
     if (step.fused) {
       run_fused_kernel(*step.fused, *step.node, TensorSpan(args.data(), args.size()), symbols,
                        std::span<Tensor>(results.data(), results.size()), true);

@@ -1,8 +1,9 @@
 // The compiled CPU backend's executor: a schedule planned once per graph, whose steps call
 // generated kernels and eager kernels directly, with no shape inference, dispatch or
-// autograd bookkeeping per call. Intermediate buffers are allocated on the first call and
-// reused by later ones (reallocated only when a symbolic size changes); only the results
-// handed back to the caller, and the views of them, are fresh each call.
+// autograd bookkeeping per call. Intermediate values live in shared buffers assigned by
+// liveness (memory_plan.h), allocated once and reused by every call (re-planned only when
+// a symbolic size changes); only the results handed back to the caller, and the values
+// they view, are fresh each call.
 #pragma once
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "kiln/codegen/kernels.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/symbol_binding.h"
+#include "memory_plan.h"
 
 namespace kiln::cpu {
 
@@ -38,6 +40,10 @@ class Plan {
 
   std::vector<Tensor> run(std::span<const Tensor> inputs);
   void set_replay_recorded_random(bool replay) { replay_recorded_random_ = replay; }
+  // The buffer sharing of the latest call's sizes (made when the plan is built for a graph
+  // without symbolic sizes).
+  const MemoryPlan& memory() const { return memory_; }
+  bool symbolic_sizes() const { return !symbol_sources_.empty(); }
 
  private:
   struct Step;
@@ -46,8 +52,23 @@ class Plan {
   const ir::Graph& graph_;
   std::vector<ir::SymbolSource> symbol_sources_;
   std::vector<Step> steps_;
-  std::vector<Tensor> slots_;   // by value id: this call's tensors (kept: reusable buffers)
+  // An intermediate whose buffer is shared by liveness.
+  struct SharedValue {
+    int id = 0;
+    ValueLifetime lifetime;  // bytes filled in by plan_buffers
+    const ir::Type* type = nullptr;
+  };
+  // Assigns the shared values' buffers for these sizes and makes their tensors.
+  void plan_buffers(const ir::SymbolValues& symbols);
+
+  std::vector<Tensor> slots_;   // by value id: this call's tensors
   std::vector<int> transient_;  // value ids cleared after each call (inputs, results, views)
+  std::vector<SharedValue> shared_;
+  std::vector<Tensor> shared_tensors_;  // by value id: the value's view of its shared buffer
+  std::vector<Tensor> buffers_;         // the shared buffers
+  MemoryPlan memory_;
+  ir::SymbolValues planned_for_{};
+  bool buffers_planned_ = false;
   bool replay_recorded_random_ = false;
 };
 

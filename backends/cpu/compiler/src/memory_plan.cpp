@@ -1,0 +1,82 @@
+// Liveness-based buffer sharing (memory_plan.h).
+#include "memory_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+namespace kiln::cpu {
+
+namespace {
+
+std::string bytes_str(size_t bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  if (bytes >= (size_t{1} << 20))
+    os << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  else if (bytes >= 1024)
+    os << static_cast<double>(bytes) / 1024 << " KiB";
+  else
+    os << bytes << " B";
+  return os.str();
+}
+
+}  // namespace
+
+std::string MemoryPlan::str() const {
+  return std::to_string(slot_bytes.size()) + " buffers, " + bytes_str(planned_bytes) + " for " +
+         std::to_string(slot_of.size()) + " intermediates (" + bytes_str(unshared_bytes) +
+         " unshared)";
+}
+
+MemoryPlan plan_memory(const std::vector<ValueLifetime>& values) {
+  MemoryPlan plan;
+  plan.slot_of.assign(values.size(), -1);
+  std::vector<size_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return values[a].def < values[b].def; });
+  std::vector<int> free_slots;
+  std::vector<size_t> live;  // values holding a buffer, by index
+  for (size_t v : order) {
+    const ValueLifetime& value = values[v];
+    plan.unshared_bytes += value.bytes;
+    // Buffers whose value was last read before this step are free again.
+    for (size_t i = 0; i < live.size();) {
+      if (values[live[i]].last_use < value.def) {
+        free_slots.push_back(plan.slot_of[live[i]]);
+        live[i] = live.back();
+        live.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    int best = -1;
+    for (size_t i = 0; i < free_slots.size(); ++i) {
+      size_t size = plan.slot_bytes[static_cast<size_t>(free_slots[i])];
+      int current = best < 0 ? -1 : free_slots[static_cast<size_t>(best)];
+      bool fits = size >= value.bytes;
+      bool best_fits = current >= 0 && plan.slot_bytes[static_cast<size_t>(current)] >= value.bytes;
+      if (best < 0 ||
+          (fits && (!best_fits || size < plan.slot_bytes[static_cast<size_t>(current)])) ||
+          (!fits && !best_fits && size > plan.slot_bytes[static_cast<size_t>(current)]))
+        best = static_cast<int>(i);
+    }
+    int slot;
+    if (best >= 0) {
+      slot = free_slots[static_cast<size_t>(best)];
+      free_slots.erase(free_slots.begin() + best);
+      size_t& size = plan.slot_bytes[static_cast<size_t>(slot)];
+      size = std::max(size, value.bytes);
+    } else {
+      slot = static_cast<int>(plan.slot_bytes.size());
+      plan.slot_bytes.push_back(value.bytes);
+    }
+    plan.slot_of[v] = slot;
+    live.push_back(v);
+  }
+  plan.planned_bytes = std::accumulate(plan.slot_bytes.begin(), plan.slot_bytes.end(), size_t{0});
+  return plan;
+}
+
+}  // namespace kiln::cpu
