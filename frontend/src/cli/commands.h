@@ -15,6 +15,7 @@ int run_summary(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_explain(const std::vector<std::string>& args);
+int run_bench(const std::vector<std::string>& args);
 
 // "fashion_mlp, residual_mlp, ..." for messages.
 std::string model_names();

@@ -23,7 +23,9 @@ void usage(std::ostream& os) {
         "  eval --checkpoint FILE [--max-test N]\n"
         "       rebuild a model from a checkpoint alone and print its test accuracy\n"
         "  explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--dot FILE]\n"
-        "       compile a model, call it twice, print its graph, guards, breaks, recompiles\n\n"
+        "       compile a model, call it twice, print its graph, guards, breaks, recompiles\n"
+        "  bench --model NAME [--config JSON] [--batch N] [--iters N] [--backend cpu|interp]\n"
+        "       time a model eagerly and compiled (no gradients), print both, the compile time\n\n"
         "models: "
      << kiln::cli::model_names() << "\n";
 }
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
     if (command == "train") return kiln::cli::run_train(args);
     if (command == "eval") return kiln::cli::run_eval(args);
     if (command == "explain") return kiln::cli::run_explain(args);
+    if (command == "bench") return kiln::cli::run_bench(args);
     std::cerr << "kiln: unknown command '" << command << "'\n";
     usage(std::cerr);
     return 2;
