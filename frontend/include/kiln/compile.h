@@ -226,6 +226,8 @@ struct ExplainEntry {
   std::string backend;                // which backend runs it and why (with its compile stats)
   std::string passes;                 // per-pass timings (compiled backends)
   std::string optimized_graph_text;   // the IR after the passes, fusion groups included
+  // One line per fusion group (a generated kernel): its ops and module, "add, relu @fc1".
+  std::vector<std::string> fusion_groups;
   std::vector<std::string> captured;  // captured constants, one line each
   std::string graph_break;            // why this entry runs in segments ("" for one graph)
   std::vector<std::string> breaks;    // the host reads that end its segments (latest call)

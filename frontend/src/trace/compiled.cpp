@@ -13,6 +13,7 @@
 #include "kiln/backends/interp.h"
 #include "kiln/compile.h"
 #include "kiln/ir/symbols.h"
+#include "kiln/ops/fused.h"
 #include "kiln/state_epoch.h"
 #include "tracer.h"
 
@@ -141,6 +142,25 @@ namespace {
 std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+// "add, relu @fc1" for each fusion group of `g` (and of its regions).
+std::vector<std::string> fusion_groups(const ir::Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& node : g.nodes()) {
+    if (node->op == &ops::fused) {
+      std::string ops;
+      for (const auto& inner : node->regions.at(0)->nodes())
+        ops += (ops.empty() ? "" : ", ") + inner->op->name;
+      out.push_back(ops + (node->module_path.empty() ? "" : " @" + node->module_path));
+      continue;
+    }
+    for (const auto& region : node->regions) {
+      std::vector<std::string> inner = fusion_groups(*region);
+      out.insert(out.end(), inner.begin(), inner.end());
+    }
+  }
   return out;
 }
 
@@ -506,6 +526,7 @@ ExplainReport CompiledCore::explain() const {
     if (e->compiled) {
       x.passes = e->compiled->stats().passes.str();
       x.optimized_graph_text = ir::print_graph(e->compiled->optimized_graph());
+      x.fusion_groups = fusion_groups(e->compiled->optimized_graph());
     }
     for (const CapturedConstant& c : e->captured) {
       x.captured.push_back(

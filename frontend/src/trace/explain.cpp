@@ -56,6 +56,10 @@ void ExplainReport::print(std::ostream& os) const {
     }
     if (!e.backend.empty()) os << "  backend: " << e.backend << "\n";
     if (!e.passes.empty()) os << "  passes: " << e.passes << "\n";
+    if (!e.fusion_groups.empty()) {
+      os << "  fusion groups (one generated kernel each):\n";
+      for (const std::string& g : e.fusion_groups) os << "    " << g << "\n";
+    }
     auto print_ir = [&](const char* title, const std::string& text) {
       if (text.empty()) return;
       os << "  " << title << ":\n";
