@@ -67,7 +67,7 @@ void BM_CompiledHit(benchmark::State& state) {
   auto model = fashion_mlp(tiny);
   Tensor x = input(tiny);
   NoGradGuard no_grad;
-  auto compiled = compile(model);
+  auto compiled = compile(model, {.backend = "interp"});
   compiled(x);  // traces: every timed call is a cache hit
   for (auto _ : state) benchmark::DoNotOptimize(compiled(x));
   if (explain(compiled).graph_count() != 1) state.SkipWithError("expected one cached graph");
@@ -81,7 +81,7 @@ void BM_CompiledHitEntries(benchmark::State& state) {
   const bool tiny = state.range(1) != 0;
   auto model = fashion_mlp(tiny);
   NoGradGuard no_grad;
-  auto compiled = compile(model, {.dynamic = CompileOptions::Dynamic::Off});
+  auto compiled = compile(model, {.backend = "interp", .dynamic = CompileOptions::Dynamic::Off});
   for (int64_t batch = 5 - entries; batch <= 4; ++batch) compiled(input(tiny, batch));
   Tensor x = input(tiny, 4);
   for (auto _ : state) benchmark::DoNotOptimize(compiled(x));

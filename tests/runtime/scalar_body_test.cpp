@@ -114,6 +114,33 @@ T float_unary(ScalarOp op, T x) {
   }
 }
 
+// The comparisons, for operands of any type: whether `op` is one (its result in r.i).
+template <class T>
+bool compare(ScalarOp op, T x, T y, EvalValue& r) {
+  switch (op) {
+    case ScalarOp::Eq:
+      r.i = x == y;
+      return true;
+    case ScalarOp::Ne:
+      r.i = x != y;
+      return true;
+    case ScalarOp::Lt:
+      r.i = x < y;
+      return true;
+    case ScalarOp::Le:
+      r.i = x <= y;
+      return true;
+    case ScalarOp::Gt:
+      r.i = x > y;
+      return true;
+    case ScalarOp::Ge:
+      r.i = x >= y;
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <class T>
 void float_binary(ScalarOp op, T x, T y, EvalValue& r) {
   bool nan = std::isnan(x) || std::isnan(y);
@@ -140,26 +167,8 @@ void float_binary(ScalarOp op, T x, T y, EvalValue& r) {
     case ScalarOp::Min:
       r.f = nan ? kNaN : x == y ? (std::signbit(x) ? x : y) : std::min(x, y);
       return;
-    case ScalarOp::Eq:
-      r.i = x == y;
-      return;
-    case ScalarOp::Ne:
-      r.i = x != y;
-      return;
-    case ScalarOp::Lt:
-      r.i = x < y;
-      return;
-    case ScalarOp::Le:
-      r.i = x <= y;
-      return;
-    case ScalarOp::Gt:
-      r.i = x > y;
-      return;
-    case ScalarOp::Ge:
-      r.i = x >= y;
-      return;
     default:
-      unsupported(op, dtype_of<T>());
+      if (!compare(op, x, y, r)) unsupported(op, dtype_of<T>());
   }
 }
 
@@ -187,26 +196,8 @@ void int_binary(ScalarOp op, int64_t x, int64_t y, DType t, EvalValue& r) {
     case ScalarOp::Min:
       r.i = std::min(x, y);
       return;
-    case ScalarOp::Eq:
-      r.i = x == y;
-      return;
-    case ScalarOp::Ne:
-      r.i = x != y;
-      return;
-    case ScalarOp::Lt:
-      r.i = x < y;
-      return;
-    case ScalarOp::Le:
-      r.i = x <= y;
-      return;
-    case ScalarOp::Gt:
-      r.i = x > y;
-      return;
-    case ScalarOp::Ge:
-      r.i = x >= y;
-      return;
     default:
-      unsupported(op, t);
+      if (!compare(op, x, y, r)) unsupported(op, t);
   }
 }
 
