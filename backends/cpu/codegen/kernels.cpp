@@ -1,6 +1,7 @@
 // Fused elementwise kernels through MLIR: each ElementwiseKernelSpec becomes one func.func of
 // the KernelFn signature (scf loops, llvm-dialect loads and stores, the ops' scalar bodies as
-// arith/math), all in one module that is lowered to the LLVM dialect and JIT-compiled once.
+// arith/math), all in one module that is lowered to the LLVM dialect, compiled once to a
+// relocatable object (or found in the kernel cache, kernel_cache.h) and linked by an LLJIT.
 //
 // This is the one translation unit with MLIR includes on the kernel path (each such file
 // costs ~45 s to compile here): the plain interface is kiln/codegen/kernels.h.
@@ -17,15 +18,26 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "kiln/codegen/kernel_cache.h"
 #include "kiln/error.h"
 
 // Per-conversion headers only: mlir/Conversion/Passes.h and InitAll*.h would triple the
 // compile time of this file (see /work/shared/notes/mlir19.md).
+#include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -43,7 +55,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -54,11 +65,21 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 
+// kiln's version, for the cache key (the build may pass it; see compiler_description).
+#ifndef KILN_VERSION_STRING
+#define KILN_VERSION_STRING "unversioned"
+#endif
+
 namespace kiln::codegen {
 namespace {
+
+// Bump whenever a change here alters the machine code of the same MLIR (pattern sets, LLVM
+// options, the JIT setup): cached modules of another revision are then recompiled.
+constexpr int kCodegenRevision = 1;
 
 using Clock = std::chrono::steady_clock;
 
@@ -637,7 +658,9 @@ std::string describe_target(const llvm::TargetMachine& tm) {
   return listed.empty() ? out : out + " " + listed;
 }
 
-std::unique_ptr<llvm::TargetMachine> make_target_machine(bool host_cpu_features) {
+// The host CPU with its features (or the process's generic CPU), at the highest code-gen
+// level; the JIT is built from the same builder, so cached and fresh code match.
+llvm::orc::JITTargetMachineBuilder target_builder(bool host_cpu_features) {
   llvm::orc::JITTargetMachineBuilder jtmb(llvm::Triple(llvm::sys::getProcessTriple()));
   if (host_cpu_features) {
     llvm::Expected<llvm::orc::JITTargetMachineBuilder> host =
@@ -647,10 +670,20 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(bool host_cpu_features)
     jtmb = std::move(*host);
   }
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  return jtmb;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(llvm::orc::JITTargetMachineBuilder& jtmb) {
   llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm = jtmb.createTargetMachine();
   KILN_CHECK(bool(tm), "[codegen] expected an LLVM TargetMachine for the host, got: ",
              llvm_error_text(tm.takeError()), ". Fix: check that LLVM supports this host.");
   return std::move(*tm);
+}
+
+// Everything about the target the machine code depends on, for the cache key.
+std::string full_target(const llvm::TargetMachine& tm) {
+  return tm.getTargetTriple().str() + " " + tm.getTargetCPU().str() + " " +
+         tm.getTargetFeatureString().str();
 }
 
 class JitKernelModule final : public KernelModule {
@@ -666,28 +699,21 @@ class JitKernelModule final : public KernelModule {
   const CodegenTimings& timings() const override { return timings_; }
   const std::string& mlir_text() const override { return mlir_text_; }
   const std::string& target() const override { return target_; }
+  bool from_cache() const override { return from_cache_; }
+  const std::string& cache_note() const override { return cache_note_; }
 
-  std::unique_ptr<mlir::ExecutionEngine> engine;
+  std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the kernels' machine code
   std::map<std::string, KernelFn> kernels_;
   CodegenTimings timings_;
   std::string mlir_text_;
   std::string target_;
+  bool from_cache_ = false;
+  std::string cache_note_;
 };
 
-// Math ops to arith code the loop vectorizer can vectorize (float32 only; the patterns
-// leave float64 alone), then everything to the LLVM dialect.
-void lower_to_llvm(mlir::MLIRContext* ctx, mlir::ModuleOp module, bool has_fma,
-                   DiagnosticCollector& diags) {
-  mlir::RewritePatternSet approximations(ctx);
-  mlir::populateMathPolynomialApproximationPatterns(approximations);
-  // The approximations emit math.fma, which without FMA hardware would become a libm call
-  // per element: expand it to a multiply and an add there.
-  if (!has_fma) mlir::populateExpandFmaFPattern(approximations);
-  bool ok = mlir::succeeded(mlir::applyPatternsAndFoldGreedily(module, std::move(approximations)));
-  KILN_CHECK(ok, "[codegen] expected the math approximations to converge, got:\n", diags.take(),
-             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
-
-  mlir::PassManager pm(ctx);
+// The MLIR passes from the scf/arith/math kernels to the LLVM dialect (after the math
+// approximations, see lower_to_llvm). Built before lowering so the cache key can name them.
+void add_lowering_passes(mlir::PassManager& pm) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createConvertSCFToCFPass());
@@ -696,20 +722,134 @@ void lower_to_llvm(mlir::MLIRContext* ctx, mlir::ModuleOp module, bool has_fma,
   pm.addPass(mlir::createConvertFuncToLLVMPass());
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
+}
+
+// Math ops to arith code the loop vectorizer can vectorize (float32 only; the patterns
+// leave float64 alone), then everything to the LLVM dialect through `pm`.
+void lower_to_llvm(mlir::MLIRContext* ctx, mlir::ModuleOp module, bool has_fma,
+                   mlir::PassManager& pm, DiagnosticCollector& diags) {
+  mlir::RewritePatternSet approximations(ctx);
+  mlir::populateMathPolynomialApproximationPatterns(approximations);
+  // The approximations emit math.fma, which without FMA hardware would become a libm call
+  // per element: expand it to a multiply and an add there.
+  if (!has_fma) mlir::populateExpandFmaFPattern(approximations);
+  bool ok = mlir::succeeded(mlir::applyPatternsAndFoldGreedily(module, std::move(approximations)));
+  KILN_CHECK(ok, "[codegen] expected the math approximations to converge, got:\n", diags.take(),
+             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
   ok = mlir::succeeded(pm.run(module));
   KILN_CHECK(ok, "[codegen] expected the kernels to lower to the LLVM dialect, got MLIR errors:\n",
              diags.take(), "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+}
+
+// The code generator's part of the cache key: what turns the same MLIR into other machine
+// code. kiln's version, and kCodegenRevision for changes between versions.
+std::string compiler_description(const mlir::PassManager& pm, bool has_fma,
+                                 const CodegenOptions& options) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "kiln " << KILN_VERSION_STRING << "; codegen revision " << kCodegenRevision << "; LLVM "
+     << LLVM_VERSION_STRING << "; " << (options.host_cpu_features ? "host cpu" : "portable")
+     << "; math approximations" << (has_fma ? "" : " with fma expanded") << "; pipeline ";
+  pm.printAsTextualPipeline(os);
+  os << "; LLVM O3, codegen Aggressive";
+  return text;
+}
+
+// LLVM IR, LLVM -O3 and the relocatable object file: what the JIT would compile on the first
+// lookup, made explicitly so the very same bytes can go to the cache and to the JIT.
+std::string emit_object(mlir::ModuleOp module, llvm::TargetMachine& tm,
+                        DiagnosticCollector& diags) {
+  llvm::LLVMContext llvm_ctx;
+  std::unique_ptr<llvm::Module> llvm_module =
+      mlir::translateModuleToLLVMIR(module, llvm_ctx, "kiln.kernels");
+  KILN_CHECK(llvm_module != nullptr,
+             "[codegen] expected the lowered kernels to translate to LLVM IR, got:\n", diags.take(),
+             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+  llvm_module->setDataLayout(tm.createDataLayout());
+  llvm_module->setTargetTriple(tm.getTargetTriple().getTriple());
+  if (llvm::Error error =
+          mlir::makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, &tm)(llvm_module.get()))
+    KILN_FAIL(
+        "[codegen] expected LLVM to optimize the kernels, got: ", llvm_error_text(std::move(error)),
+        ". Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager codegen;
+  bool unsupported =
+      tm.addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile);
+  KILN_CHECK(!unsupported, "[codegen] expected LLVM to emit object files for ", full_target(tm),
+             ", found it cannot. Fix: check that LLVM supports this host.");
+  codegen.run(*llvm_module);
+  return std::string(object.data(), object.size());
+}
+
+// The JIT only links objects (emit_object's or the cache's): it is never asked to compile IR.
+class ObjectsOnly final : public llvm::orc::IRCompileLayer::IRCompiler {
+ public:
+  ObjectsOnly() : IRCompiler(llvm::orc::IRSymbolMapper::ManglingOptions()) {}
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> operator()(llvm::Module&) override {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kiln's kernel JIT links object files only");
+  }
+};
+
+// Links `object` into a fresh JIT and resolves every kernel in `names` into `module`: the one
+// path of fresh compiles and cache hits. Returns "" or LLVM's error.
+std::string link_object(JitKernelModule& module, std::string_view object,
+                        const llvm::orc::JITTargetMachineBuilder& jtmb,
+                        const llvm::DataLayout& layout, const std::vector<std::string>& names) {
+  // RuntimeDyld with SectionMemoryManager, as mlir::ExecutionEngine links; no platform
+  // runtime (kernels have no static constructors).
+  llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> jit =
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(jtmb)
+          .setDataLayout(layout)
+          .setLinkProcessSymbolsByDefault(false)
+          .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
+          .setCompileFunctionCreator(
+              [](llvm::orc::JITTargetMachineBuilder)
+                  -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                return std::make_unique<ObjectsOnly>();
+              })
+          .setObjectLinkingLayerCreator(
+              [](llvm::orc::ExecutionSession& session,
+                 const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                return std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                    session, [] { return std::make_unique<llvm::SectionMemoryManager>(); });
+              })
+          .create();
+  if (!jit) return llvm_error_text(jit.takeError());
+  // libm (sinf, log1p, ...) and the C library come from the process.
+  auto process =
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(layout.getGlobalPrefix());
+  if (!process) return llvm_error_text(process.takeError());
+  (*jit)->getMainJITDylib().addGenerator(std::move(*process));
+  if (llvm::Error error = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(
+          llvm::StringRef(object.data(), object.size()), "kiln.kernels.o")))
+    return llvm_error_text(std::move(error));
+  std::map<std::string, KernelFn> kernels;
+  for (const std::string& name : names) {
+    llvm::Expected<llvm::orc::ExecutorAddr> address = (*jit)->lookup(name);
+    if (!address) return "kernel '" + name + "': " + llvm_error_text(address.takeError());
+    kernels[name] = address->toPtr<KernelFn>();
+  }
+  module.jit = std::move(*jit);
+  module.kernels_ = std::move(kernels);
+  return "";
 }
 
 }  // namespace
 
 std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelSpec> kernels,
                                               const CodegenOptions& options) {
-  std::set<std::string> names;
+  std::set<std::string> unique_names;
+  std::vector<std::string> names;
   for (const ElementwiseKernelSpec& spec : kernels) {
     check_spec(spec);
-    KILN_CHECK(names.insert(spec.name).second, "[codegen] expected unique kernel names, found '",
-               spec.name, "' twice. Fix: number the kernels of a module (fused_0, fused_1, ...).");
+    KILN_CHECK(unique_names.insert(spec.name).second,
+               "[codegen] expected unique kernel names, found '", spec.name,
+               "' twice. Fix: number the kernels of a module (fused_0, fused_1, ...).");
+    names.push_back(spec.name);
   }
   init_llvm_once();
   auto result = std::make_unique<JitKernelModule>();
@@ -732,44 +872,69 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelS
   bool verified = mlir::succeeded(mlir::verify(*module));
   KILN_CHECK(verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
              "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp (or a scalar_body).");
-  result->timings_.build_ms = ms_since(start);
-  if (options.keep_ir) result->mlir_text_ = print_op(*module);
 
-  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(options.host_cpu_features);
+  llvm::orc::JITTargetMachineBuilder jtmb = target_builder(options.host_cpu_features);
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(jtmb);
+  const llvm::DataLayout layout = tm->createDataLayout();
   result->target_ = describe_target(*tm);
   bool has_fma = result->target_.find("+fma") != std::string::npos;
+  mlir::PassManager pm(&ctx);
+  add_lowering_passes(pm);
+
+  // The key hashes the MLIR text: building it costs ~1-2 ms, the LLVM part it saves ~20-50.
+  KernelCache cache(options.cache_dir);
+  std::string key;
+  if (options.keep_ir || cache.enabled()) {
+    std::string text = print_op(*module);
+    if (cache.enabled())
+      key = kernel_cache_key({text, full_target(*tm), compiler_description(pm, has_fma, options)});
+    if (options.keep_ir) result->mlir_text_ = std::move(text);
+  }
+  result->timings_.build_ms = ms_since(start);
+
+  std::string unusable;  // why an existing entry was not used
+  if (cache.enabled()) {
+    start = Clock::now();
+    std::optional<KernelCacheEntry> entry = cache.load(key, unusable);
+    if (entry && entry->kernels != names) unusable = "it defines other kernels";
+    if (entry && unusable.empty()) {
+      unusable = link_object(*result, entry->object, jtmb, layout, names);
+      if (!unusable.empty()) unusable = "the JIT cannot link it: " + unusable;
+    }
+    result->timings_.load_ms = ms_since(start);
+    if (entry && unusable.empty()) {
+      result->from_cache_ = true;
+      result->cache_note_ = "cache hit " + cache.path(key);
+      return result;
+    }
+  }
 
   start = Clock::now();
-  lower_to_llvm(&ctx, *module, has_fma, diags);
+  lower_to_llvm(&ctx, *module, has_fma, pm, diags);
   result->timings_.lower_ms = ms_since(start);
 
   start = Clock::now();
-  // `transformer` is a function_ref in ExecutionEngineOptions: keep the callable alive here.
-  std::function<llvm::Error(llvm::Module*)> optimize =
-      mlir::makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0, tm.get());
-  mlir::ExecutionEngineOptions engine_options;
-  engine_options.transformer = optimize;
-  engine_options.enableGDBNotificationListener = false;
-  engine_options.enablePerfNotificationListener = false;
-  llvm::Expected<std::unique_ptr<mlir::ExecutionEngine>> engine =
-      mlir::ExecutionEngine::create(*module, engine_options, std::move(tm));
-  if (!engine) {
-    std::string error = llvm_error_text(engine.takeError());
-    KILN_FAIL(
-        "[codegen] expected the lowered kernels to translate to LLVM IR and JIT, got: ", error,
-        "\n", diags.take(), "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
-  }
-  result->engine = std::move(*engine);
-  // Machine code is generated on the first lookup: resolve every kernel now, so a module
-  // is complete (and its cost is counted) before anything runs.
-  for (const ElementwiseKernelSpec& spec : kernels) {
-    llvm::Expected<void*> symbol = result->engine->lookup(spec.name);
-    KILN_CHECK(bool(symbol), "[codegen] expected the JIT to define kernel '", spec.name,
-               "', got: ", llvm_error_text(symbol.takeError()),
-               ". Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
-    result->kernels_[spec.name] = reinterpret_cast<KernelFn>(*symbol);
+  std::string object = emit_object(*module, *tm, diags);
+  if (!cache.enabled()) {
+    result->cache_note_ = cache.note();
+  } else {
+    std::string failed = cache.store(key, {object, names});
+    std::string path = cache.path(key);
+    if (!failed.empty())
+      result->cache_note_ = "cache unwritable: " + failed + "; compiled without caching";
+    else if (!unusable.empty())
+      result->cache_note_ =
+          "cache entry " + path + " unusable (" + unusable + "): recompiled and rewritten";
+    else
+      result->cache_note_ = "cache miss (written " + path + ")";
   }
   result->timings_.llvm_ms = ms_since(start);
+
+  start = Clock::now();
+  std::string error = link_object(*result, object, jtmb, layout, names);
+  KILN_CHECK(error.empty(), "[codegen] expected the JIT to link the compiled kernels, got: ", error,
+             ". Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
+  result->timings_.load_ms += ms_since(start);
   return result;
 }
 

@@ -41,12 +41,14 @@ std::string CompileStats::str() const {
   std::ostringstream os;
   os.precision(3);
   os << "passes " << passes.total_ms << " ms, codegen "
-     << codegen_build_ms + codegen_lower_ms + codegen_llvm_ms << " ms (build " << codegen_build_ms
-     << ", lower " << codegen_lower_ms << ", llvm " << codegen_llvm_ms << "); " << kernels
+     << codegen_build_ms + codegen_lower_ms + codegen_llvm_ms + codegen_load_ms << " ms (build "
+     << codegen_build_ms << ", lower " << codegen_lower_ms << ", llvm " << codegen_llvm_ms
+     << ", load " << codegen_load_ms << "); " << kernels
      << " kernels (" << fused_ops << " ops), " << other_nodes << " other nodes, "
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
   if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
+  if (!cache.empty()) os << "; " << cache;
   return os.str();
 }
 
@@ -78,12 +80,16 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   }
   stats_.kernels = static_cast<int>(specs.size());
   if (!specs.empty()) {
-    impl_->module = codegen::compile_kernels(specs);
+    codegen::CodegenOptions codegen_options;
+    codegen_options.cache_dir = codegen::default_cache_dir();  // a hit skips lowering and LLVM
+    impl_->module = codegen::compile_kernels(specs, codegen_options);
     const codegen::CodegenTimings& t = impl_->module->timings();
     stats_.codegen_build_ms = t.build_ms;
     stats_.codegen_lower_ms = t.lower_ms;
     stats_.codegen_llvm_ms = t.llvm_ms;
+    stats_.codegen_load_ms = t.load_ms;
     stats_.target = impl_->module->target();
+    stats_.cache = impl_->module->cache_note();
     for (size_t i = 0; i < fused.size(); ++i)
       impl_->kernels[fused[i]] = {impl_->module->lookup(specs[i].name),
                                   codegen::elementwise_dim_groups(*fused[i])};

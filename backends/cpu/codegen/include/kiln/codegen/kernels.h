@@ -55,15 +55,28 @@ struct CodegenOptions {
   // Turn on the host's vector units (AVX2/FMA here) as detected at run time; off makes
   // portable scalar-ish code (for comparing against).
   bool host_cpu_features = true;
+  // Where compiled modules are kept between processes (kiln/codegen/kernel_cache.h): a hit
+  // skips the MLIR lowering and LLVM. Empty or "off": no cache. Callers that want the user's
+  // cache pass default_cache_dir(). The cache never makes a compile fail: an unusable
+  // directory or entry is reported in KernelModule::cache_note().
+  std::string cache_dir;
 };
+
+// The user's kernel cache directory: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+// $HOME/.cache/kiln; "" (no cache) when KILN_CACHE_DIR is "off" or none of them is set.
+std::string default_cache_dir();
 
 struct CodegenTimings {
   double build_ms = 0;  // MLIR context and building the kernels' module
   double lower_ms = 0;  // the MLIR pass pipeline down to the LLVM dialect
-  double llvm_ms = 0;   // translation to LLVM IR, LLVM -O3 and machine code
+  double llvm_ms = 0;   // translation to LLVM IR, LLVM -O3, machine code, writing the cache
+  // Reading and checking a cache entry, and linking the machine code into the JIT (the only
+  // cost of a cache hit besides build_ms).
+  double load_ms = 0;
 };
 
-// One JIT-compiled module holding every kernel of a graph (LLVM runs once per graph).
+// One JIT-compiled module holding every kernel of a graph (LLVM runs once per graph, or not
+// at all on a cache hit).
 class KernelModule {
  public:
   virtual ~KernelModule() = default;
@@ -73,12 +86,19 @@ class KernelModule {
   virtual const std::string& mlir_text() const = 0;  // empty unless keep_ir
   // The host CPU the code was generated for ("znver3 +avx2,+fma,...").
   virtual const std::string& target() const = 0;
+  // True when the machine code came from CodegenOptions::cache_dir (nothing was lowered or
+  // compiled).
+  virtual bool from_cache() const = 0;
+  // What the cache did: "cache hit <path>", "cache miss (written <path>)", "cache disabled",
+  // "cache unwritable: <why>; ...", or a damaged entry that was recompiled and rewritten.
+  virtual const std::string& cache_note() const = 0;
 };
 
 // Generates, lowers and JIT-compiles all `kernels` into one module. Throws kiln::Error with
 // MLIR/LLVM's diagnostics (and the kernel and op involved) on failure. Supported element
 // types: float32, float64, int32, int64, bool (the fusion pass fuses only these); an op
 // without a scalar_body or another dtype is reported with the fix (leave it out of the group).
+// With options.cache_dir, a module compiled before (by any process) is loaded from there.
 std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelSpec> kernels,
                                               const CodegenOptions& options = {});
 

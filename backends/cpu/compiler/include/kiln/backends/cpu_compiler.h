@@ -32,14 +32,18 @@ struct CompileStats {
   int fused_ops = 0;    // ops inside them
   int other_nodes = 0;  // nodes run through eager kernels (library calls, views, ...)
   double codegen_build_ms = 0, codegen_lower_ms = 0, codegen_llvm_ms = 0;
+  double codegen_load_ms = 0;  // loading the machine code (from the cache on a hit)
   double total_ms = 0;   // passes + codegen
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
+  // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
+  // codegen::KernelModule::cache_note).
+  std::string cache;
   // The planned executor's buffer sharing ("3 buffers, 1.5 MiB for 7 intermediates
   // (3.2 MiB unshared)"); re-planned per input size for graphs with symbolic sizes.
   std::string memory;
   // "passes 0.4 ms, codegen 62 ms (build 3, lower 9, llvm 50); 4 kernels (9 ops), 3 other
-  // nodes; target znver3 +avx2,+fma"
+  // nodes; target znver3 +avx2,+fma; cache miss (written ...)"
   std::string str() const;
 };
 

@@ -1,0 +1,65 @@
+// The on-disk cache of compiled kernel modules: machine code kept between processes, so a
+// process that compiles a graph another one already compiled runs neither MLIR's lowering
+// nor LLVM. compile_kernels() uses it when CodegenOptions::cache_dir is set; it is plain
+// C++ (no MLIR or LLVM type) so tests can check keys and damaged entries directly.
+//
+// An entry is one file, <dir>/<key>.o: the module's relocatable object file followed by a
+// trailer (kernel names, the key, sizes, a format version and a checksum). ELF readers ignore
+// bytes past the section headers, so `objdump -d <key>.o` still works on an entry. Entries
+// are written to a temporary file in the same directory and renamed, so no reader ever sees
+// half of one; a damaged or foreign entry is reported and never trusted.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::codegen {
+
+// Everything the machine code of a module depends on.
+struct KernelCacheKeyParts {
+  std::string_view module_text;  // the kernels' MLIR before lowering
+  std::string_view target;       // triple, CPU name and the full LLVM feature string
+  // kiln's version, the code generator's revision, LLVM's version, the pass pipeline and the
+  // options that change the code.
+  std::string_view compiler;
+};
+
+// 32 hex digits (128 bits of SHA-256 over the parts, each length-prefixed).
+std::string kernel_cache_key(const KernelCacheKeyParts& parts);
+
+struct KernelCacheEntry {
+  std::string object;                // the relocatable object file
+  std::vector<std::string> kernels;  // the kernel symbols it defines, in order
+};
+
+class KernelCache {
+ public:
+  // A cache in `dir`, created if missing. Never throws: a directory that cannot be created
+  // gives a disabled cache whose note() says why.
+  explicit KernelCache(std::string dir);
+
+  bool enabled() const { return enabled_; }
+  const std::string& dir() const { return dir_; }
+  // Why the cache is disabled ("cache unwritable: ..."); empty while enabled.
+  const std::string& note() const { return note_; }
+  std::string path(const std::string& key) const;  // <dir>/<key>.o
+
+  // The entry for `key`, or nullopt: `problem` is then empty when there is none, or says what
+  // is wrong with the file (truncated, checksum mismatch, another format version or key).
+  std::optional<KernelCacheEntry> load(const std::string& key, std::string& problem) const;
+  // Writes the entry atomically (temporary file + rename; concurrent writers of one key are
+  // fine, the last rename wins). Returns "" or why it could not be written.
+  std::string store(const std::string& key, const KernelCacheEntry& entry) const;
+
+ private:
+  std::string dir_;
+  bool enabled_ = false;
+  std::string note_;
+};
+
+// Bumped whenever the entry layout changes: entries of another version are recompiled.
+inline constexpr unsigned kKernelCacheFormat = 1;
+
+}  // namespace kiln::codegen
