@@ -52,6 +52,10 @@ run dot explain --model fashion_mlp --dot "$tmp/x.dot"
 [ -s "$tmp/x.dot" ] || fail "--dot wrote no file"
 has "$tmp/x.dot" "digraph" "--dot"
 has "$tmp/x.dot" "cluster" "--dot"
+# The graph after the passes, fusion groups as clusters.
+[ -s "$tmp/x.fused.dot" ] || fail "--dot wrote no x.fused.dot: $(cat "$tmp/dot.txt")"
+has "$tmp/x.fused.dot" "of fused" "--dot (fused)"
+has "$tmp/dot.txt" "x.fused.dot (after the passes" "--dot (fused)"
 if command -v dot > /dev/null; then
   [ -s "$tmp/x.png" ] || fail "--dot: dot is installed but no x.png was written"
 fi

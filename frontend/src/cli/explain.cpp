@@ -3,7 +3,8 @@
 // gradients), calls it on a random batch and then on one of batch + 1 (to show a recompile),
 // and prints the traced graph and kiln::explain's report: graphs, guards, graph breaks with
 // their source lines, recompiles with reasons, the backend, pass timings, the graph after
-// the passes (fusion groups).
+// the passes (fusion groups). --dot FILE draws the traced graph, and FILE's stem +
+// ".fused.dot" the graph after the passes with each fusion group as a cluster.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -45,26 +46,20 @@ std::string shell_quoted(const std::string& s) {
   return out + "'";
 }
 
-// Writes the DOT text to `path`, and a PNG beside it when Graphviz's `dot` is installed.
-void write_dot(const PartialTrace& traced, const std::string& path) {
-  ir::DotOptions options;
-  options.cluster_modules = true;
-  // The host read that broke the trace is almost always of the last value recorded.
-  if (!traced.graph_break.empty() && !traced.graph->nodes().empty())
-    options.highlighted.push_back(traced.graph->nodes().back().get());
+// Writes `graph` as DOT to `path` (with a note after "wrote PATH"), and a PNG beside it
+// when Graphviz's `dot` is installed.
+void write_dot(const ir::Graph& graph, const ir::DotOptions& options, const std::string& path,
+               const std::string& note) {
   {
     std::ofstream file(path);
     KILN_CHECK(file.good(), "[explain] expected a writable --dot file, cannot open '", path,
                "'. Fix: give a path in an existing, writable directory.");
-    file << ir::to_dot(*traced.graph, options);
+    file << ir::to_dot(graph, options);
     file.close();
     KILN_CHECK(!file.fail(), "[explain] writing --dot file '", path,
                "' failed. Fix: check the disk space and permissions.");
   }
-  std::cout << "wrote " << path;
-  if (!traced.graph_break.empty())
-    std::cout << " (the ops before the graph break; the last in red)";
-  std::cout << "\n";
+  std::cout << "wrote " << path << note << "\n";
   std::string png = std::filesystem::path(path).replace_extension(".png").string();
   if (png == path) png += ".png";
   std::cout.flush();  // before the shell's output, if any
@@ -106,7 +101,14 @@ int run_explain(const std::vector<std::string>& raw) {
   if (!traced.graph_break.empty())
     std::cout << "  ... the trace stops here: " << traced.graph_break << "\n";
   std::cout << "\n";
-  if (args.has("dot")) write_dot(traced, args.str("dot", ""));
+  if (args.has("dot")) {
+    ir::DotOptions options;
+    // The host read that broke the trace is almost always of the last value recorded.
+    if (!traced.graph_break.empty() && !traced.graph->nodes().empty())
+      options.highlighted.push_back(traced.graph->nodes().back().get());
+    write_dot(*traced.graph, options, args.str("dot", ""),
+              traced.graph_break.empty() ? "" : " (the ops before the graph break; the last in red)");
+  }
 
   CompileOptions options;
   options.fullgraph = fullgraph;
@@ -121,7 +123,15 @@ int run_explain(const std::vector<std::string>& raw) {
     return 1;
   }
   std::cout << "\n";
-  explain(compiled).print(std::cout);
+  ExplainReport report = explain(compiled);
+  report.print(std::cout);
+  // The first graph after the passes: each fusion group is a dashed cluster (its region).
+  if (args.has("dot") && !report.entries.empty() && !report.entries[0].optimized_graph_text.empty()) {
+    std::filesystem::path dot(args.str("dot", ""));
+    std::string fused = (dot.parent_path() / dot.stem()).string() + ".fused.dot";
+    write_dot(*ir::parse_graph(report.entries[0].optimized_graph_text), {}, fused,
+              " (after the passes: each fusion group is a dashed cluster)");
+  }
   return 0;
 }
 
