@@ -106,6 +106,51 @@ TEST(CpuCompiledGraph, IntermediatesShareBuffersByLiveness) {
   }
 }
 
+// A matmul followed by a fusion group over its product runs as one step, block of rows by
+// block of rows; a transposed left operand and rows merged with columns are fine.
+TEST(CpuCompiledGraph, GemmEpiloguesRunBlockByBlock) {
+  const char* text = R"(graph epilogue {
+  input %0 "x": float32[6, 64]
+  input %1 "w": float32[64, 64]
+  input %2 "b": float32[64]
+  %3: float32[64, 6] = permute(%0) {dims=[1, 0]}
+  %4: float32[64, 64] = matmul(%3, %0) {}
+  %5: float32[64, 64] = sin(%4) {}
+  %6: float32[6, 64] = matmul(%0, %1) {}
+  %7: float32[6, 64] = add(%6, %2) {}
+  %8: float32[6, 64] = relu(%7) {}
+  return %5, %8
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().gemm_epilogues, 2) << compiled.stats().str();
+  Generator gen(8);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({6, 64}, {}, &gen), randn({64, 64}, {}, &gen),
+                           randn({64}, {}, &gen)};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+}
+
+// The epilogue writes its results while later blocks of its matmul still read the matmul's
+// operands: no result may take an operand's buffer (exp's buffer here, free after the
+// matmul when the steps run one after the other).
+TEST(CpuCompiledGraph, EpilogueResultsNeverReuseTheMatmulOperands) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[8, 8]
+  %1: float32[8, 8] = exp(%0) {}
+  %2: float32[8, 8] = permute(%1) {dims=[1, 0]}
+  %3: float32[8, 8] = matmul(%2, %1) {}
+  %4: float32[8, 8] = sin(%3) {}
+  %5: float32[8, 8] = matmul(%4, %4) {}
+  return %5
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().gemm_epilogues, 1) << compiled.stats().str();
+  // Small inputs keep sin's arguments small: its error grows with them.
+  std::vector<Tensor> in{randn({8, 8}) * 0.1};
+  expect_close(compiled.run(in), reference(text, in));
+}
+
 TEST(CpuCompiledGraph, SymbolicSizesResizeTheBuffers) {
   const char* text = R"(graph dyn {
   input %0 "x": float32[s0, 3]

@@ -43,9 +43,10 @@ std::string CompileStats::str() const {
   os << "passes " << passes.total_ms << " ms, codegen "
      << codegen_build_ms + codegen_lower_ms + codegen_llvm_ms + codegen_load_ms << " ms (build "
      << codegen_build_ms << ", lower " << codegen_lower_ms << ", llvm " << codegen_llvm_ms
-     << ", load " << codegen_load_ms << "); " << kernels
-     << " kernels (" << fused_ops << " ops), " << other_nodes << " other nodes, "
+     << ", load " << codegen_load_ms << "); " << kernels << " kernels (" << fused_ops << " ops), "
+     << other_nodes << " other nodes, "
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
+  if (gemm_epilogues) os << ", " << gemm_epilogues << " GEMM epilogues";
   if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
   if (!cache.empty()) os << "; " << cache;
@@ -96,6 +97,7 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   }
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;
+  stats_.gemm_epilogues = impl_->plan ? impl_->plan->gemm_epilogues() : 0;
   if (impl_->plan)
     stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
                                                   : impl_->plan->memory().str();

@@ -6,6 +6,7 @@
 
 #include "kiln/error.h"
 #include "kiln/ops/fused.h"
+#include "kiln/ops/linalg.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu {
@@ -32,15 +33,16 @@ Tensor buffer_for(Tensor& buffer, const Shape& shape, DType dtype, bool reuse) {
 
 }  // namespace
 
-void run_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
-                      std::span<const Tensor> operands, std::span<const int64_t> symbols,
-                      std::span<Tensor> results, bool reuse_results) {
+FusedLaunch prepare_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
+                                 std::span<const Tensor> operands, std::span<const int64_t> symbols,
+                                 std::span<Tensor> results, bool reuse_results) {
+  FusedLaunch launch;
+  launch.fn = kernel.fn;
   // Operands must be dense in their own shape; views (a transpose) are copied first.
-  SmallVector<Tensor, 8> dense(operands.size());
-  SmallVector<void*, 12> buffers;
+  launch.dense.resize(operands.size());
   for (size_t i = 0; i < operands.size(); ++i) {
-    dense[i] = operands[i].is_contiguous() ? operands[i] : operands[i].contiguous();
-    buffers.push_back(dense[i].numel() ? dense[i].raw_data() : nullptr);
+    launch.dense[i] = operands[i].is_contiguous() ? operands[i] : operands[i].contiguous();
+    launch.buffers.push_back(launch.dense[i].numel() ? launch.dense[i].raw_data() : nullptr);
   }
   Shape shape;
   for (size_t j = 0; j < results.size(); ++j) {
@@ -48,19 +50,29 @@ void run_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
     shape.clear();
     for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
     results[j] = buffer_for(results[j], shape, t.dtype, reuse_results);
-    buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
+    launch.buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
   }
-  int64_t total = results.empty() ? 0 : results[0].numel();
-  if (total == 0) return;
-  SmallVector<int64_t, 6> dims(kernel.dim_groups.size());
-  for (size_t d = 0; d < dims.size(); ++d) dims[d] = product(shape, kernel.dim_groups[d]);
-  int64_t inner = total / dims[0];
-  void* const* args = buffers.data();
-  const int64_t* sizes = dims.data();
-  codegen::KernelFn fn = kernel.fn;
+  launch.total = results.empty() ? 0 : results[0].numel();
+  launch.dims.resize(kernel.dim_groups.size());
+  for (size_t d = 0; d < launch.dims.size(); ++d)
+    launch.dims[d] = product(shape, kernel.dim_groups[d]);
+  return launch;
+}
+
+void FusedLaunch::run(int64_t begin, int64_t end) const {
+  fn(buffers.data(), dims.data(), begin, end);
+}
+
+void run_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
+                      std::span<const Tensor> operands, std::span<const int64_t> symbols,
+                      std::span<Tensor> results, bool reuse_results) {
+  FusedLaunch launch =
+      prepare_fused_kernel(kernel, node, operands, symbols, results, reuse_results);
+  if (launch.total == 0) return;
+  int64_t inner = launch.total / launch.dims[0];
   int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
-  parallel_for_fast(0, dims[0], grain,
-                    [&](int64_t begin, int64_t end) { fn(args, sizes, begin, end); });
+  parallel_for_fast(0, launch.dims[0], grain,
+                    [&](int64_t begin, int64_t end) { launch.run(begin, end); });
 }
 
 struct Plan::Step {
@@ -74,9 +86,28 @@ struct Plan::Step {
   std::vector<int> inputs, outputs;  // value ids; -1 for an absent input
   std::vector<bool> reuse;           // by output: its buffer may be reused next call
   TensorTypes types;                 // output types (symbols substituted per call)
+  // A matmul whose product only the next step (a fusion group over the product's shape)
+  // reads: the two run together, block of rows by block of rows (run_with_epilogue).
+  bool epilogue_next = false;
 };
 
 Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
+
+bool Plan::is_epilogue_pair(const Step& mm, const Step& next, int next_index,
+                            const std::vector<int>& last_use) {
+  if (mm.node->op != &ops::matmul || !next.fused || !mm.reuse[0]) return false;
+  const ir::Type& product = mm.node->outputs[0]->type;
+  if (product.shape.size() != 2 || !is_floating(product.dtype)) return false;
+  for (const ir::Value* v : mm.node->inputs)
+    if (!v || v->type.shape.size() != 2) return false;
+  // Only the group reads the product, and the group iterates over the product's shape with
+  // the rows outermost.
+  if (last_use[mm.outputs[0]] != next_index) return false;
+  for (const ir::Value* v : next.node->outputs)
+    if (v->type.shape != product.shape) return false;
+  const std::vector<int>& outer = next.fused->dim_groups.at(0);
+  return !outer.empty() && outer.front() == 0;
+}
 Plan::~Plan() = default;
 
 std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
@@ -155,13 +186,18 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       }
     }
   }
+  for (size_t s = 0; s + 1 < steps.size(); ++s)
+    plan->steps_[s].epilogue_next =
+        is_epilogue_pair(steps[s], steps[s + 1], static_cast<int>(s + 1), last_use);
   for (size_t s = 0; s < steps.size(); ++s)
     for (size_t k = 0; k < steps[s].outputs.size(); ++k) {
       if (!steps[s].reuse[k]) continue;
       int id = steps[s].outputs[k];
       SharedValue value;
       value.id = id;
-      value.lifetime.def = static_cast<int>(s);
+      // An epilogue's results are written while its matmul still reads its operands.
+      bool epilogue = s > 0 && steps[s - 1].epilogue_next;
+      value.lifetime.def = static_cast<int>(epilogue ? s - 1 : s);
       value.lifetime.last_use = last_use[id];
       value.type = &steps[s].node->outputs[k]->type;
       plan->shared_.push_back(value);
@@ -205,7 +241,12 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
   if (!buffers_planned_ || symbols != planned_for_) plan_buffers(symbols);
   SmallVector<Tensor, 4> args;
   SmallVector<Tensor, 2> results;
-  for (Step& step : steps_) {
+  for (size_t index = 0; index < steps_.size(); ++index) {
+    Step& step = steps_[index];
+    if (step.epilogue_next && run_with_epilogue(step, steps_[index + 1], symbols)) {
+      ++index;
+      continue;
+    }
     args.clear();
     for (int id : step.inputs) args.push_back(id >= 0 ? slots_[id] : Tensor());
     results.resize(step.outputs.size());
@@ -245,6 +286,48 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
   // Only reusable buffers stay: inputs, results and views belong to the caller.
   for (int id : transient_) slots_[id] = Tensor();
   return out;
+}
+
+int Plan::gemm_epilogues() const {
+  return static_cast<int>(
+      std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.epilogue_next; }));
+}
+
+bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols) {
+  Tensor a = slots_[mm.inputs[0]], b = slots_[mm.inputs[1]];
+  Tensor product = shared_tensors_[mm.outputs[0]];
+  const int64_t rows = product.size(0), cols = product.size(1);
+  const int64_t blocks =
+      std::min<int64_t>(rows, std::max<int64_t>(num_threads(), rows * cols / kParallelGrain));
+  if (blocks < 2) return false;  // nothing to overlap: run the two steps one after the other
+  slots_[mm.outputs[0]] = product;
+  SmallVector<Tensor, 8> operands;
+  for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
+  SmallVector<Tensor, 2> results(epilogue.outputs.size());
+  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
+    results[k] = epilogue.reuse[k] ? shared_tensors_[epilogue.outputs[k]] : Tensor();
+  FusedLaunch launch = prepare_fused_kernel(
+      *epilogue.fused, *epilogue.node, TensorSpan(operands.data(), operands.size()), symbols,
+      std::span<Tensor>(results.data(), results.size()), true);
+  // Iteration dim 0 is the rows, or the rows and columns merged.
+  const int64_t per_row = launch.dims[0] / rows;
+  const OpDef& op = *mm.node->op;
+  const int64_t rows_per_block = (rows + blocks - 1) / blocks;
+  parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t block = first; block < last; ++block) {
+      int64_t r0 = block * rows_per_block, r1 = std::min(rows, r0 + rows_per_block);
+      if (r0 >= r1) continue;
+      Tensor a_rows = a.slice(0, r0, r1), c_rows = product.slice(0, r0, r1);
+      Tensor inputs[2] = {a_rows, b};
+      TensorTypes types{{product.dtype(), Shape{r1 - r0, cols}, product.device()}};
+      KernelCall call{op, TensorSpan(inputs, 2), *mm.attrs, std::span<Tensor>(&c_rows, 1), types};
+      mm.kernel(call);
+      launch.run(r0 * per_row, r1 * per_row);
+    }
+  });
+  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
+    slots_[epilogue.outputs[k]] = std::move(results[k]);
+  return true;
 }
 
 }  // namespace kiln::cpu

@@ -24,8 +24,21 @@ struct FusedKernel {
   std::vector<std::vector<int>> dim_groups;  // output dims merged into each iteration dim
 };
 
-// Runs one fusion group: operands made dense where needed, results allocated unless
-// `results` already hold buffers of the right shape, then the kernel split across threads.
+// A fusion group ready to run: operands made dense where needed, results allocated unless
+// `results` already hold buffers of the right shape, and the iteration dims' sizes.
+struct FusedLaunch {
+  codegen::KernelFn fn = nullptr;
+  SmallVector<Tensor, 8> dense;  // keeps the operands (or their dense copies) alive
+  SmallVector<void*, 12> buffers;
+  SmallVector<int64_t, 6> dims;
+  int64_t total = 0;                           // result elements
+  void run(int64_t begin, int64_t end) const;  // the part [begin, end) of iteration dim 0
+};
+FusedLaunch prepare_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
+                                 std::span<const Tensor> operands, std::span<const int64_t> symbols,
+                                 std::span<Tensor> results, bool reuse_results);
+
+// Runs one fusion group: prepare_fused_kernel, then the kernel split across threads.
 void run_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
                       std::span<const Tensor> operands, std::span<const int64_t> symbols,
                       std::span<Tensor> results, bool reuse_results);
@@ -44,6 +57,9 @@ class Plan {
   // without symbolic sizes).
   const MemoryPlan& memory() const { return memory_; }
   bool symbolic_sizes() const { return !symbol_sources_.empty(); }
+  // Matmuls whose epilogue (the fusion group reading their product) runs block by block
+  // with them.
+  int gemm_epilogues() const;
 
  private:
   struct Step;
@@ -60,6 +76,14 @@ class Plan {
   };
   // Assigns the shared values' buffers for these sizes and makes their tensors.
   void plan_buffers(const ir::SymbolValues& symbols);
+  // Whether `mm` is a 2-D matmul whose product only `next`, a fusion group iterating over
+  // the product's shape rows first, reads (an epilogue).
+  static bool is_epilogue_pair(const Step& mm, const Step& next, int next_index,
+                               const std::vector<int>& last_use);
+  // Runs the matmul and its epilogue block of rows by block of rows across the threads, so
+  // the epilogue reads each block of the product while it is in cache. False when there is
+  // a single block (the steps then run one after the other).
+  bool run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols);
 
   std::vector<Tensor> slots_;   // by value id: this call's tensors
   std::vector<int> transient_;  // value ids cleared after each call (inputs, results, views)

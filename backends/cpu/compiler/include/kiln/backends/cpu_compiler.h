@@ -36,6 +36,7 @@ struct CompileStats {
   double total_ms = 0;   // passes + codegen
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
+  int gemm_epilogues = 0;  // fusion groups run block by block with the matmul they follow
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).
   std::string cache;
