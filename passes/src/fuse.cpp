@@ -67,7 +67,8 @@ class Fuse : public Pass {
   bool fuse_graph(ir::Graph& g) {
     bool changed = false;
     for (const auto& node : g.nodes())
-      for (const auto& region : node->regions) changed |= fuse_graph(*region);
+      if (node->op != &ops::fused)  // a group's region is already one kernel
+        for (const auto& region : node->regions) changed |= fuse_graph(*region);
     GraphGroups groups(g, max_ops_, max_inputs_);
     groups.form();
     if (!groups.any()) return changed;

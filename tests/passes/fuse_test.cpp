@@ -171,6 +171,17 @@ TEST(PassFuse, FusesInsideRegions) {
   EXPECT_EQ(group_sizes(then_region), std::vector<size_t>{2}) << ir::print_graph(*g);
 }
 
+TEST(PassFuse, RunsOnceOnAFusedGraph) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[8]
+  %1: float32[8] = exp(%0) {}
+  %2: float32[8] = neg(%1) {}
+  return %2
+})";
+  EXPECT_EQ(group_sizes(*fuse(text, "fuse,fuse")), std::vector<size_t>{2});
+  EXPECT_EQ(run_passes("fuse,fuse", text), run_passes("fuse", text));
+}
+
 TEST(PassFuse, RejectsBadLimits) {
   expect_error([] { PassManager("fuse{max-ops=0}"); }, {"[fuse]", "max-ops=0", "Fix:"});
   expect_error([] { PassManager("fuse{max-kernels=3}"); }, {"max-kernels"});
