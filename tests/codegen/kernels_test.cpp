@@ -1,8 +1,8 @@
 // Fused elementwise kernels generated through MLIR and JIT-compiled: the iteration spaces
 // elementwise_spec() derives; kernels checked against the reference executor (chains,
-// broadcasting, several outputs, every dtype, dynamic dims, split ranges, every elementwise
-// op); the accuracy of the vectorizable math; the errors; and, printed rather than asserted,
-// compile time and speed.
+// broadcasting, several outputs, every dtype, dynamic dims, split ranges, large outputs through
+// the streaming-store loop, every elementwise op); the accuracy of the vectorizable math; the
+// errors; and, printed rather than asserted, compile time and speed.
 #include "kiln/codegen/kernels.h"
 
 #include <gtest/gtest.h>
@@ -512,6 +512,112 @@ TEST(CodegenKernels, SplitRangeGivesTheSameResult) {
     expect_close(run_kernel(fn, *c.fused, inputs, {10, 7}, split)[0], whole, {},
                  "split at " + std::to_string(split));
   expect_close(whole, reference(c, inputs)[0], {1e-5, 1e-6}, "against the reference");
+}
+
+// Kernels get streaming stores on x86 hosts only (they need its store fence).
+#if defined(__x86_64__) || defined(__i386__)
+constexpr bool kStreamingHost = true;
+#else
+constexpr bool kStreamingHost = false;
+#endif
+
+// Runs `fn` over [0, split) and [split, dims[0]) into fresh outputs placed `shift` elements
+// past a 64-byte boundary: 0 as kiln's allocator places buffers (where large outputs are
+// written with streaming stores), 1 where they are not line-aligned (the normal loop).
+std::vector<Tensor> run_shifted(KernelFn fn, const ir::Node& fused,
+                                const std::vector<Tensor>& inputs, IntList out_sizes, int64_t shift,
+                                int64_t split) {
+  std::vector<void*> buffers;
+  for (const Tensor& t : inputs) buffers.push_back(t.raw_data());
+  std::vector<Tensor> outputs;
+  for (const Value* v : fused.outputs) {
+    Tensor block = Tensor::empty({numel(out_sizes) + 8}, DType::Float64);  // 64-byte aligned
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(block.raw_data()) % 64, 0u);
+    char* data = static_cast<char*>(block.raw_data()) + shift * itemsize(v->type.dtype);
+    outputs.push_back(Tensor::from_blob(data, out_sizes, v->type.dtype, {}, [block](void*) {}));
+    buffers.push_back(data);
+  }
+  std::vector<int64_t> dims = runtime_dims(fused, out_sizes);
+  fn(buffers.data(), dims.data(), 0, split);
+  fn(buffers.data(), dims.data(), split, dims[0]);
+  return outputs;
+}
+
+TEST(CodegenKernels, LargeOutputsStreamWithTheSameResults) {
+  // 17 bytes of output per element over [1001, 1003]: 17 MB, above the 16 MiB from which
+  // kernels write with streaming stores. Outputs of four dtypes (float64 tanh calls libm lane
+  // by lane), inputs broadcast along either dim, and 1003 columns, so every row has scalar
+  // elements around its aligned vectors.
+  Case c = parse_case(R"(graph g {
+  input %0 "x": float32[s0, s1]
+  input %1 "b": float32[s1]
+  input %2 "c": float32[s0, 1]
+  input %3 "p": bool[s0, s1]
+  input %4 "k": int32[s0, s1]
+  %5, %6, %7, %8: float32[s0, s1], bool[s0, s1], float64[s0, s1], int32[s0, s1] = fused(%0, %1, %2, %3, %4) {kind="elementwise"} {
+    region (%9: float32[s0, s1], %10: float32[s1], %11: float32[s0, 1], %12: bool[s0, s1], %13: int32[s0, s1]) {
+      %14: float32[s0, s1] = add(%9, %10) {}
+      %15: float32[s0, s1] = mul(%14, %11) {}
+      %16: float32[s0, s1] = tanh(%15) {}
+      %17: float32[s0, s1] = neg(%15) {}
+      %18: float32[s0, s1] = where(%12, %16, %17) {}
+      %19: bool[s0, s1] = gt(%9, %10) {}
+      %20: float64[s0, s1] = cast(%15) {dtype=float64}
+      %21: float64[s0, s1] = tanh(%20) {}
+      %22: int32[s0, s1] = neg(%13) {}
+      yield %18, %19, %21, %22
+    }
+  }
+  return %5, %6, %7, %8
+})");
+  const int64_t rows = 1001, cols = 1003;
+  std::vector<Tensor> inputs = {
+      pattern(DType::Float32, {rows, cols}, 1), pattern(DType::Float32, {cols}, 2),
+      pattern(DType::Float32, {rows, 1}, 3), pattern(DType::Bool, {rows, cols}, 4),
+      pattern(DType::Int32, {rows, cols}, 5)};
+  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  CodegenOptions options;
+  options.keep_ir = true;
+  std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1}, options);
+  EXPECT_EQ(module->mlir_text().find("nontemporal") != std::string::npos, kStreamingHost);
+  KernelFn fn = module->lookup("fused_0");
+  std::vector<Tensor> streamed = run_shifted(fn, *c.fused, inputs, {rows, cols}, 0, 333);
+  std::vector<Tensor> normal = run_shifted(fn, *c.fused, inputs, {rows, cols}, 1, 333);
+  std::vector<Tensor> want = reference(c, inputs);
+  for (size_t k = 0; k < want.size(); ++k) {
+    std::string what = "output " + std::to_string(k);
+    expect_close(streamed[k], normal[k], {}, what + ", streamed against the normal loop");
+    expect_close(streamed[k], want[k], {1e-5, 1e-6}, what + " against the reference");
+  }
+}
+
+TEST(CodegenKernels, StreamingStoresOnlyForLargeStaticOutputs) {
+  // relu(x + b): [2048, 2049] float32 is 16.8 MB of output (streaming stores, behind a check
+  // that the buffer is line-aligned); [64, 256] has none at all.
+  auto bias_relu = [](int64_t rows, int64_t cols) {
+    ir::Type t = type(DType::Float32, {rows, cols}), row = type(DType::Float32, {cols});
+    return build_case({t, row}, {t}, [&](Graph& r, std::vector<Value*> a) {
+      Value* sum = r.add_node(ops::add, no_attrs(), {a[0], a[1]}, {t})->outputs[0];
+      return std::vector<Value*>{r.add_node(ops::relu, no_attrs(), {sum}, {t})->outputs[0]};
+    });
+  };
+  CodegenOptions options;
+  options.keep_ir = true;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 256}, {2048, 2049}}) {
+    Case c = bias_relu(rows, cols);
+    ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+    std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1}, options);
+    bool large = kStreamingHost && rows * cols * 4 >= (int64_t{16} << 20);
+    EXPECT_EQ(module->mlir_text().find("nontemporal") != std::string::npos, large) << rows;
+    EXPECT_EQ(module->mlir_text().find("llvm.x86.sse.sfence") != std::string::npos, large) << rows;
+    std::vector<Tensor> inputs = {pattern(DType::Float32, {rows, cols}, 1),
+                                  pattern(DType::Float32, {cols}, 2)};
+    Tensor want = reference(c, inputs)[0];
+    KernelFn fn = module->lookup("fused_0");
+    for (int64_t shift : {0, 1})  // a line-aligned output streams, the other cannot
+      expect_close(run_shifted(fn, *c.fused, inputs, {rows, cols}, shift, rows / 3)[0], want, {},
+                   std::to_string(rows) + " rows, output shifted by " + std::to_string(shift));
+  }
 }
 
 TEST(CodegenKernels, CastsBetweenEveryPairOfDtypes) {
@@ -1223,6 +1329,43 @@ TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
       "[codegen] tanh(x) on 16M floats, one thread: JIT %.2f ms, C++ std::tanh loop "
       "%.2f ms\n",
       tanh_jit_ms, tanh_cpp_ms);
+}
+
+TEST(CodegenKernels, SmallKernelCallTimeReport) {
+  // relu(x + bias) on [64, 256]: a kernel far below the streaming-store size, with static and
+  // with run-time dims (whose kernels also hold the streaming loop, not taken here).
+  auto bias_relu = [](const std::string& rows, const std::string& cols) {
+    std::string x = "float32[" + rows + ", " + cols + "]", b = "float32[" + cols + "]";
+    return parse_case("graph g {\n  input %0 \"x\": " + x + "\n  input %1 \"b\": " + b +
+                      "\n  %2: " + x + " = fused(%0, %1) {kind=\"elementwise\"} {\n" +
+                      "    region (%3: " + x + ", %4: " + b + ") {\n      %5: " + x +
+                      " = add(%3, %4) {}\n      %6: " + x + " = relu(%5) {}\n" +
+                      "      yield %6\n    }\n  }\n  return %2\n}");
+  };
+  Tensor x = pattern(DType::Float32, {64, 256}, 1), b = pattern(DType::Float32, {256}, 2);
+  Tensor out = Tensor::empty({64, 256}, DType::Float32);
+  void* buffers[] = {x.raw_data(), b.raw_data(), out.raw_data()};
+  const int64_t dims[] = {64, 256};
+  for (bool dynamic : {false, true}) {
+    Case c = dynamic ? bias_relu("s0", "s1") : bias_relu("64", "256");
+    ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+    std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
+    KernelFn fn = module->lookup("fused_0");
+    expect_close(run_kernel(fn, *c.fused, {x, b}, {64, 256})[0], reference(c, {x, b})[0], {},
+                 "bias + relu");
+    const int calls = 20000;
+    double best = 1e30;
+    for (int rep = 0; rep < 7; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < calls; ++i) fn(buffers, dims, 0, 64);
+      auto t1 = std::chrono::steady_clock::now();
+      best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count() / calls);
+    }
+    std::printf(
+        "[codegen] relu(x + bias) on [64, 256] float32, %s dims, one thread: %.0f ns "
+        "per call\n",
+        dynamic ? "run-time" : "static", best);
+  }
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // Fused elementwise kernels through MLIR: each ElementwiseKernelSpec becomes one func.func of
 // the KernelFn signature (scf loops, llvm-dialect loads and stores, the ops' scalar bodies as
-// arith/math), all in one module that is lowered to the LLVM dialect, compiled once to a
-// relocatable object (or found in the kernel cache, kernel_cache.h) and linked by an LLJIT.
+// arith/math; for large outputs also a loop of explicit vectors with streaming stores), all in
+// one module that is lowered to the LLVM dialect, compiled once to a relocatable object (or
+// found in the kernel cache, kernel_cache.h) and linked by an LLJIT.
 //
 // This is the one translation unit with MLIR includes on the kernel path (each such file
 // costs ~45 s to compile here): the plain interface is kiln/codegen/kernels.h.
 #include "kiln/codegen/kernels.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -48,6 +50,7 @@
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,6 +58,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -79,7 +83,8 @@ namespace {
 
 // Bump whenever a change here alters the machine code of the same MLIR (pattern sets, LLVM
 // options, the JIT setup): cached modules of another revision are then recompiled.
-constexpr int kCodegenRevision = 1;
+// 2: streaming stores for large outputs.
+constexpr int kCodegenRevision = 2;
 
 using Clock = std::chrono::steady_clock;
 
@@ -133,11 +138,20 @@ std::string node_str(const ir::Node& n) {
   return out;
 }
 
-// The scalar bodies' values as MLIR SSA values inside the innermost loop. Bool is i1 in
-// registers (i8 in memory). Errors name the kernel and the op whose body is being built.
+// The scalar bodies' values as MLIR SSA values inside the innermost loop: scalars, or in the
+// streaming loop vectors of `lanes` elements (arith and math ops apply lane by lane, so one
+// scalar_body serves both). Bool is i1 in registers (i8 in memory). Errors name the kernel and
+// the op whose body is being built.
 class MlirScalarBuilder final : public ScalarBuilder {
  public:
   MlirScalarBuilder(mlir::OpBuilder& b, mlir::ModuleOp module) : b_(b), module_(module) {}
+
+  // 1: values are scalars; more: vectors of that many lanes.
+  void set_lanes(int64_t lanes) { lanes_ = lanes; }
+  // `element` as a value of the current lane count.
+  mlir::Type shaped(mlir::Type element) const {
+    return lanes_ == 1 ? element : mlir::VectorType::get({lanes_}, element);
+  }
 
   // Where the next values come from, for error messages and MLIR locations.
   void set_context(const std::string& kernel, const ir::Node* node) {
@@ -156,7 +170,7 @@ class MlirScalarBuilder final : public ScalarBuilder {
 
   ScalarValue constant(double value, DType t) override {
     check_dtype(t, "a constant");
-    mlir::Type type = register_type(t);
+    mlir::Type type = element_type(t);
     mlir::TypedAttr attr;
     if (t == DType::Float32)
       attr = b_.getF32FloatAttr(static_cast<float>(value));
@@ -166,7 +180,7 @@ class MlirScalarBuilder final : public ScalarBuilder {
       attr = b_.getIntegerAttr(type, value != 0 ? 1 : 0);
     else
       attr = b_.getIntegerAttr(type, saturate_to_int64(value));  // wraps to i32 if needed
-    return wrap(b_.create<mlir::arith::ConstantOp>(loc_, attr), t);
+    return wrap(splat_constant(attr), t);
   }
 
   ScalarValue unary(ScalarOp op, ScalarValue a) override {
@@ -178,8 +192,7 @@ class MlirScalarBuilder final : public ScalarBuilder {
       if (op == ScalarOp::Not)
         return wrap(b_.create<mlir::arith::XOrIOp>(loc_, x, bool_const(true)), t);
     } else {
-      mlir::Value zero =
-          b_.create<mlir::arith::ConstantOp>(loc_, b_.getIntegerAttr(x.getType(), 0));
+      mlir::Value zero = zero_of(x.getType());
       switch (op) {
         case ScalarOp::Neg:  // wraps, as the eager kernel does
           return wrap(b_.create<mlir::arith::SubIOp>(loc_, zero, x), t);
@@ -258,7 +271,9 @@ class MlirScalarBuilder final : public ScalarBuilder {
     return wrap(r, to);
   }
 
-  mlir::Type register_type(DType t) {
+  mlir::Type register_type(DType t) { return shaped(element_type(t)); }
+
+  mlir::Type element_type(DType t) {
     switch (t) {
       case DType::Float32:
         return b_.getF32Type();
@@ -308,13 +323,20 @@ class MlirScalarBuilder final : public ScalarBuilder {
     return static_cast<int64_t>(v);
   }
 
+  // The scalar `attr` as a constant of the current lane count (a splat for vectors).
+  mlir::Value splat_constant(mlir::TypedAttr attr) {
+    if (lanes_ > 1)
+      attr = mlir::DenseElementsAttr::get(mlir::VectorType::get({lanes_}, attr.getType()),
+                                          llvm::ArrayRef<mlir::Attribute>{attr});
+    return b_.create<mlir::arith::ConstantOp>(loc_, attr);
+  }
   mlir::Value bool_const(bool v) {
-    return b_.create<mlir::arith::ConstantOp>(loc_, b_.getIntegerAttr(b_.getI1Type(), v ? 1 : 0));
+    return splat_constant(b_.getIntegerAttr(b_.getI1Type(), v ? 1 : 0));
   }
   mlir::Value zero_of(mlir::Type type) {
-    if (mlir::isa<mlir::FloatType>(type))
-      return b_.create<mlir::arith::ConstantOp>(loc_, b_.getFloatAttr(type, 0.0));
-    return b_.create<mlir::arith::ConstantOp>(loc_, b_.getIntegerAttr(type, 0));
+    mlir::Type element = mlir::getElementTypeOrSelf(type);
+    if (mlir::isa<mlir::FloatType>(element)) return splat_constant(b_.getFloatAttr(element, 0.0));
+    return splat_constant(b_.getIntegerAttr(element, 0));
   }
 
   // Float32 exp, log, log1p, tanh and erf stay math ops: the polynomial approximation
@@ -359,16 +381,26 @@ class MlirScalarBuilder final : public ScalarBuilder {
     }
   }
 
-  // A call to the C library's `name` (float64), declared once per module.
+  // A call to the C library's `name` (float64), declared once per module; on vectors one
+  // call per lane (there is no vector libm to call).
   mlir::Value libm_call(const std::string& name, mlir::Value x) {
+    mlir::Type element = mlir::getElementTypeOrSelf(x.getType());
     auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
     if (!fn) {
       mlir::OpBuilder decl = mlir::OpBuilder::atBlockBegin(module_.getBody());
-      fn = decl.create<mlir::func::FuncOp>(loc_, name,
-                                           decl.getFunctionType({x.getType()}, {x.getType()}));
+      fn = decl.create<mlir::func::FuncOp>(loc_, name, decl.getFunctionType({element}, {element}));
       fn.setPrivate();
     }
-    return b_.create<mlir::func::CallOp>(loc_, fn, mlir::ValueRange{x}).getResult(0);
+    auto vector = mlir::dyn_cast<mlir::VectorType>(x.getType());
+    if (!vector) return b_.create<mlir::func::CallOp>(loc_, fn, mlir::ValueRange{x}).getResult(0);
+    mlir::Value out = b_.create<mlir::LLVM::PoisonOp>(loc_, vector);
+    for (int64_t i = 0; i < vector.getNumElements(); ++i) {
+      mlir::Value lane = b_.create<mlir::arith::ConstantOp>(loc_, b_.getI64IntegerAttr(i));
+      mlir::Value in = b_.create<mlir::LLVM::ExtractElementOp>(loc_, x, lane);
+      mlir::Value r = b_.create<mlir::func::CallOp>(loc_, fn, mlir::ValueRange{in}).getResult(0);
+      out = b_.create<mlir::LLVM::InsertElementOp>(loc_, out, r, lane);
+    }
+    return out;
   }
 
   // Ordered float predicates (false on NaN) except Ne; signed integer ones; unsigned on
@@ -451,6 +483,7 @@ class MlirScalarBuilder final : public ScalarBuilder {
 
   mlir::OpBuilder& b_;
   mlir::ModuleOp module_;
+  int64_t lanes_ = 1;
   std::string where_ = "[codegen]";
   mlir::Location loc_ = b_.getUnknownLoc();
   std::vector<std::pair<mlir::Value, DType>> values_;
@@ -495,11 +528,32 @@ void check_spec(const ElementwiseKernelSpec& spec) {
   }
 }
 
+// Outputs of at least this many bytes (all outputs of a kernel together) are written with
+// streaming (non-temporal) stores, which go past the caches. A normal store first reads the
+// cache line it writes (read-for-ownership), so a kernel reading 3 arrays into 1 output moves 5
+// arrays' worth instead of 4. Worth it only where the output would not stay cached for its
+// reader anyway: from half of the 32 MiB L3 of the machines measured in docs/perf.md.
+constexpr int64_t kStreamingStoreBytes = int64_t{16} << 20;
+// Each streaming store writes one 64-byte cache line of the widest output, aligned (x86's
+// movntps needs aligned addresses). kiln's allocator aligns buffers so; a call whose output
+// buffers are not takes the normal loop.
+constexpr int64_t kStreamingLineBytes = 64;
+
 // Builds one kernel: func.func @name(%buffers, %dims, %begin, %end).
+//
+// A kernel whose outputs can reach kStreamingStoreBytes gets two loop nests, chosen per call:
+// the normal one (scalar code that LLVM's loop vectorizer vectorizes) and the streaming one,
+// whose innermost dim runs explicit vectors that store whole cache lines of output with
+// non-temporal stores, and which ends in a store fence.
 class KernelEmitter {
  public:
-  KernelEmitter(mlir::ModuleOp module, const ElementwiseKernelSpec& spec)
-      : module_(module), spec_(spec), b_(module.getContext()), sb_(b_, module) {}
+  // streaming_stores: the target can fence non-temporal stores (x86's sfence).
+  KernelEmitter(mlir::ModuleOp module, const ElementwiseKernelSpec& spec, bool streaming_stores)
+      : module_(module),
+        spec_(spec),
+        streaming_stores_(streaming_stores),
+        b_(module.getContext()),
+        sb_(b_, module) {}
 
   void emit() {
     const ir::Graph& region = *spec_.region;
@@ -516,52 +570,149 @@ class KernelEmitter {
     b_.create<mlir::func::ReturnOp>(loc);
     b_.setInsertionPointToStart(entry);
 
-    const size_t n_in = region.inputs().size();
+    n_in_ = region.inputs().size();
     const size_t n_out = region.outputs().size();
     const size_t rank = spec_.dims.size();
-    for (size_t k = 0; k < n_in + n_out; ++k)
+    for (size_t k = 0; k < n_in_ + n_out; ++k)
       buffers_.push_back(load(ptr_, ptr_, entry->getArgument(0), index(static_cast<int64_t>(k))));
-    std::vector<mlir::Value> dims;
     for (size_t d = 0; d < rank; ++d)
-      dims.push_back(spec_.dims[d] >= 0
-                         ? index(spec_.dims[d])
-                         : load(i64, i64, entry->getArgument(1), index(static_cast<int64_t>(d))));
+      dims_.push_back(spec_.dims[d] >= 0
+                          ? index(spec_.dims[d])
+                          : load(i64, i64, entry->getArgument(1), index(static_cast<int64_t>(d))));
+    begin_ = entry->getArgument(2);
+    end_ = entry->getArgument(3);
 
-    // strides[k][d]: buffer k's element stride along dim d (null where it broadcasts): the
+    // strides_[k][d]: buffer k's element stride along dim d (null where it broadcasts): the
     // product of the sizes of the dims inside d that it does not broadcast along.
-    std::vector<std::vector<mlir::Value>> strides(n_in + n_out, std::vector<mlir::Value>(rank));
-    for (size_t k = 0; k < n_in + n_out; ++k) {
+    strides_.assign(n_in_ + n_out, std::vector<mlir::Value>(rank));
+    for (size_t k = 0; k < n_in_ + n_out; ++k) {
       mlir::Value running;  // null: 1
       for (size_t d = rank; d-- > 0;) {
-        if (k < n_in && spec_.broadcast[k][d]) continue;
-        strides[k][d] = running ? running : index(1);
-        running =
-            running ? b_.create<mlir::arith::MulIOp>(loc, running, dims[d]).getResult() : dims[d];
+        if (k < n_in_ && spec_.broadcast[k][d]) continue;
+        strides_[k][d] = running ? running : index(1);
+        running = running ? muli(running, dims_[d]) : dims_[d];
       }
     }
 
-    // One scf.for per dim; dim 0 runs [begin, end). Offsets accumulate per level (null: 0),
-    // so the innermost loop only adds its induction variable.
-    std::vector<mlir::Value> offsets(n_in + n_out);
-    for (size_t d = 0; d < rank; ++d) {
-      mlir::Value lb = d == 0 ? entry->getArgument(2) : index(0);
-      mlir::Value ub = d == 0 ? entry->getArgument(3) : dims[d];
-      auto loop = b_.create<mlir::scf::ForOp>(loc, lb, ub, index(1));
-      b_.setInsertionPoint(loop.getBody()->getTerminator());
-      mlir::Value iv = loop.getInductionVar();
-      for (size_t k = 0; k < n_in + n_out; ++k) {
-        if (!strides[k][d]) continue;
-        mlir::Value step =
-            d + 1 == rank ? iv : b_.create<mlir::arith::MulIOp>(loc, iv, strides[k][d]);
-        offsets[k] = offsets[k] ? b_.create<mlir::arith::AddIOp>(loc, offsets[k], step) : step;
-      }
+    mlir::Value streaming = streaming_condition();
+    if (!streaming) {
+      emit_nest(/*streaming=*/false);
+      return;
     }
-    for (mlir::Value& offset : offsets)
-      if (!offset) offset = index(0);  // a buffer broadcast along every dim
-    emit_body(offsets);
+    auto branch = b_.create<mlir::scf::IfOp>(loc, streaming, /*withElseRegion=*/true);
+    b_.setInsertionPoint(branch.thenBlock()->getTerminator());
+    emit_nest(/*streaming=*/true);
+    b_.setInsertionPoint(branch.elseBlock()->getTerminator());
+    emit_nest(/*streaming=*/false);
   }
 
  private:
+  // Null when the kernel never streams (the target cannot fence, or static dims with outputs
+  // below kStreamingStoreBytes); else whether this call does: its outputs reach that size and
+  // every output buffer starts on a cache line. Sets lanes_.
+  mlir::Value streaming_condition() {
+    if (!streaming_stores_) return {};
+    int64_t bytes = 0, widest = 1;  // of all outputs, per iteration index
+    for (const auto& out : spec_.region->outputs()) {
+      bytes += itemsize(out.value->type.dtype);
+      widest = std::max<int64_t>(widest, itemsize(out.value->type.dtype));
+    }
+    lanes_ = kStreamingLineBytes / widest;
+    const int64_t min_indices = (kStreamingStoreBytes + bytes - 1) / bytes;
+    bool all_static = true;
+    int64_t indices = 1;
+    for (int64_t size : spec_.dims) {
+      if (size < 0)
+        all_static = false;
+      else  // saturates at min_indices: no overflow
+        indices = std::min(indices * std::min(size, min_indices), min_indices);
+    }
+    if (all_static && indices < min_indices) return {};
+    mlir::Location loc = sb_.loc();
+    mlir::Value cond;
+    for (size_t k = n_in_; k < buffers_.size(); ++k) {
+      mlir::Value address = b_.create<mlir::LLVM::PtrToIntOp>(loc, b_.getI64Type(), buffers_[k]);
+      mlir::Value aligned = equal(andi(address, index(kStreamingLineBytes - 1)), index(0));
+      cond = cond ? andi(cond, aligned) : aligned;
+    }
+    if (!all_static) {
+      mlir::Value total = dims_[0];
+      for (size_t d = 1; d < dims_.size(); ++d) total = muli(total, dims_[d]);
+      mlir::Value large = b_.create<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::sge,
+                                                         total, index(min_indices));
+      cond = andi(cond, large);
+    }
+    return cond;
+  }
+
+  // One scf.for per dim, dim 0 running [begin, end); in the streaming nest the innermost dim is
+  // emit_streaming_row's. Offsets accumulate per level (null: 0), so the innermost loop only
+  // adds its induction variable.
+  void emit_nest(bool streaming) {
+    const size_t rank = dims_.size();
+    mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+    std::vector<mlir::Value> offsets(buffers_.size());
+    for (size_t d = 0; d < rank; ++d) {
+      mlir::Value lb = d == 0 ? begin_ : index(0);
+      mlir::Value ub = d == 0 ? end_ : dims_[d];
+      if (streaming && d + 1 == rank) {
+        emit_streaming_row(offsets, lb, ub);
+        break;
+      }
+      auto loop = b_.create<mlir::scf::ForOp>(sb_.loc(), lb, ub, index(1));
+      b_.setInsertionPoint(loop.getBody()->getTerminator());
+      offsets = advance(std::move(offsets), d, loop.getInductionVar());
+    }
+    if (!streaming) emit_body(offsets, 1);
+    b_.restoreInsertionPoint(after);
+    // Streaming stores are weakly ordered: a later plain store (a worker signalling the thread
+    // pool that it is done) may become visible before them. Fence them before other threads
+    // read the outputs.
+    if (streaming)
+      b_.create<mlir::LLVM::CallIntrinsicOp>(sb_.loc(), mlir::TypeRange{}, "llvm.x86.sse.sfence",
+                                             mlir::ValueRange{});
+  }
+
+  // The innermost dim [lo, hi) of the streaming nest, from `row` (the offsets at its index 0).
+  // The outputs share their offsets: from the first index j0 where the offset is a multiple of
+  // lanes_, each vector of lanes_ elements fills whole aligned lines of every output. The
+  // indices before j0 and after the last whole vector run as scalars in one loop.
+  void emit_streaming_row(const std::vector<mlir::Value>& row, mlir::Value lo, mlir::Value hi) {
+    mlir::Location loc = sb_.loc();
+    const size_t d = dims_.size() - 1;
+    mlir::Value out_row = row[n_in_] ? row[n_in_] : index(0);
+    mlir::Value misaligned = andi(addi(out_row, lo), index(lanes_ - 1));
+    mlir::Value head = andi(subi(index(lanes_), misaligned), index(lanes_ - 1));
+    mlir::Value j0 = b_.create<mlir::arith::MinSIOp>(loc, addi(lo, head), hi);
+    mlir::Value j1 = addi(j0, andi(subi(hi, j0), index(-lanes_)));
+    mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+    auto vectors = b_.create<mlir::scf::ForOp>(loc, j0, j1, index(lanes_));
+    b_.setInsertionPoint(vectors.getBody()->getTerminator());
+    emit_body(advance(row, d, vectors.getInductionVar()), lanes_);
+    b_.restoreInsertionPoint(after);
+
+    mlir::Value before = subi(j0, lo);
+    auto edges = b_.create<mlir::scf::ForOp>(loc, index(0), addi(before, subi(hi, j1)), index(1));
+    b_.setInsertionPoint(edges.getBody()->getTerminator());
+    mlir::Value k = edges.getInductionVar();
+    mlir::Value in_head =
+        b_.create<mlir::arith::CmpIOp>(loc, mlir::arith::CmpIPredicate::slt, k, before);
+    mlir::Value j =
+        addi(k, b_.create<mlir::arith::SelectOp>(loc, in_head, lo, subi(j1, before)).getResult());
+    emit_body(advance(row, d, j), 1);
+    b_.restoreInsertionPoint(after);
+  }
+
+  // `offsets` moved to index `iv` of dim d.
+  std::vector<mlir::Value> advance(std::vector<mlir::Value> offsets, size_t d, mlir::Value iv) {
+    for (size_t k = 0; k < offsets.size(); ++k) {
+      if (!strides_[k][d]) continue;
+      mlir::Value step = d + 1 == dims_.size() ? iv : muli(iv, strides_[k][d]);
+      offsets[k] = offsets[k] ? addi(offsets[k], step) : step;
+    }
+    return offsets;
+  }
+
   // An i64 constant, made once per function at its entry (where it dominates every use).
   mlir::Value index(int64_t v) {
     auto [it, fresh] = constants_.try_emplace(v);
@@ -571,29 +722,68 @@ class KernelEmitter {
     }
     return it->second;
   }
+  mlir::Value addi(mlir::Value a, mlir::Value b) {
+    return b_.create<mlir::arith::AddIOp>(sb_.loc(), a, b);
+  }
+  mlir::Value subi(mlir::Value a, mlir::Value b) {
+    return b_.create<mlir::arith::SubIOp>(sb_.loc(), a, b);
+  }
+  mlir::Value muli(mlir::Value a, mlir::Value b) {
+    return b_.create<mlir::arith::MulIOp>(sb_.loc(), a, b);
+  }
+  mlir::Value andi(mlir::Value a, mlir::Value b) {
+    return b_.create<mlir::arith::AndIOp>(sb_.loc(), a, b);
+  }
+  mlir::Value equal(mlir::Value a, mlir::Value b) {
+    return b_.create<mlir::arith::CmpIOp>(sb_.loc(), mlir::arith::CmpIPredicate::eq, a, b);
+  }
 
   mlir::Value address(mlir::Type element, mlir::Value base, mlir::Value offset) {
     return b_.create<mlir::LLVM::GEPOp>(sb_.loc(), ptr_, element, base,
                                         llvm::ArrayRef<mlir::LLVM::GEPArg>{offset},
                                         /*inbounds=*/true);
   }
-  mlir::Value load(mlir::Type result, mlir::Type element, mlir::Value base, mlir::Value offset) {
-    return b_.create<mlir::LLVM::LoadOp>(sb_.loc(), result, address(element, base, offset));
+  // alignment 0: the type's own (right for scalars; vectors pass their element's).
+  mlir::Value load(mlir::Type result, mlir::Type element, mlir::Value base, mlir::Value offset,
+                   unsigned alignment = 0) {
+    return b_.create<mlir::LLVM::LoadOp>(sb_.loc(), result, address(element, base, offset),
+                                         alignment);
   }
 
   mlir::Type memory_type(DType t) {
-    return t == DType::Bool ? b_.getI8Type() : sb_.register_type(t);
+    return t == DType::Bool ? b_.getI8Type() : sb_.element_type(t);
   }
 
-  void emit_body(const std::vector<mlir::Value>& offsets) {
+  // `x` in every lane of a vector.
+  mlir::Value splat(mlir::Value x, int64_t lanes) {
+    mlir::Location loc = sb_.loc();
+    mlir::Value v =
+        b_.create<mlir::LLVM::PoisonOp>(loc, mlir::VectorType::get({lanes}, x.getType()));
+    v = b_.create<mlir::LLVM::InsertElementOp>(loc, v, x, index(0));
+    return b_.create<mlir::LLVM::ShuffleVectorOp>(loc, v, v, llvm::SmallVector<int32_t>(lanes, 0));
+  }
+
+  // The region's nodes at `offsets` (null: 0), on scalars (lanes 1) or on vectors of `lanes`
+  // consecutive elements of the innermost dim, whose output stores are streaming stores of
+  // whole aligned lines (emit_streaming_row makes them so).
+  void emit_body(const std::vector<mlir::Value>& offsets, int64_t lanes) {
     const ir::Graph& region = *spec_.region;
-    const size_t n_in = region.inputs().size();
+    const size_t inner = dims_.size() - 1;
+    auto offset = [&](size_t k) { return offsets[k] ? offsets[k] : index(0); };
+    sb_.set_lanes(lanes);
     std::unordered_map<const ir::Value*, ScalarValue> values;
-    for (size_t i = 0; i < n_in; ++i) {
+    for (size_t i = 0; i < n_in_; ++i) {
       const ir::Value* v = region.inputs()[i].value;
       DType t = v->type.dtype;
-      mlir::Value x = load(memory_type(t), memory_type(t), buffers_[i], offsets[i]);
-      if (t == DType::Bool) x = b_.create<mlir::arith::TruncIOp>(sb_.loc(), b_.getI1Type(), x);
+      // An input broadcast along the innermost dim has one element for all lanes.
+      bool per_lane = lanes > 1 && strides_[i][inner];
+      mlir::Type memory = memory_type(t);
+      mlir::Value x = load(per_lane ? sb_.shaped(memory) : memory, memory, buffers_[i], offset(i),
+                           static_cast<unsigned>(itemsize(t)));
+      if (t == DType::Bool)
+        x = b_.create<mlir::arith::TruncIOp>(
+            sb_.loc(), per_lane ? sb_.shaped(b_.getI1Type()) : b_.getI1Type(), x);
+      if (lanes > 1 && !per_lane) x = splat(x, lanes);
       values[v] = sb_.wrap(x, t);
     }
     for (const auto& node : region.nodes()) {
@@ -614,10 +804,16 @@ class KernelEmitter {
       const ir::Value* v = region.outputs()[o].value;
       DType t = v->type.dtype;
       mlir::Value x = sb_.value(lookup(values, v));
-      if (t == DType::Bool) x = b_.create<mlir::arith::ExtUIOp>(sb_.loc(), b_.getI8Type(), x);
-      b_.create<mlir::LLVM::StoreOp>(
-          sb_.loc(), x, address(memory_type(t), buffers_[n_in + o], offsets[n_in + o]));
+      if (t == DType::Bool)
+        x = b_.create<mlir::arith::ExtUIOp>(sb_.loc(), sb_.shaped(b_.getI8Type()), x);
+      mlir::Value at = address(memory_type(t), buffers_[n_in_ + o], offset(n_in_ + o));
+      if (lanes == 1)
+        b_.create<mlir::LLVM::StoreOp>(sb_.loc(), x, at);
+      else
+        b_.create<mlir::LLVM::StoreOp>(sb_.loc(), x, at, static_cast<unsigned>(lanes * itemsize(t)),
+                                       /*isVolatile=*/false, /*isNonTemporal=*/true);
     }
+    sb_.set_lanes(1);
   }
 
   ScalarValue lookup(const std::unordered_map<const ir::Value*, ScalarValue>& values,
@@ -631,12 +827,18 @@ class KernelEmitter {
 
   mlir::ModuleOp module_;
   const ElementwiseKernelSpec& spec_;
+  bool streaming_stores_ = false;
   mlir::OpBuilder b_;
   MlirScalarBuilder sb_;
   mlir::Type ptr_;
   mlir::Block* entry_ = nullptr;
   std::map<int64_t, mlir::Value> constants_;
-  std::vector<mlir::Value> buffers_;
+  size_t n_in_ = 0;
+  std::vector<mlir::Value> buffers_;  // the region inputs' data pointers, then the outputs'
+  std::vector<mlir::Value> dims_;
+  std::vector<std::vector<mlir::Value>> strides_;
+  mlir::Value begin_, end_;
+  int64_t lanes_ = 1;  // of the streaming loop's vectors
 };
 
 std::string print_op(mlir::Operation* op) {
@@ -717,6 +919,7 @@ void add_lowering_passes(mlir::PassManager& pm) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createConvertSCFToCFPass());
+  pm.addPass(mlir::createConvertVectorToLLVMPass());
   pm.addPass(mlir::createConvertMathToLLVMPass());
   pm.addPass(mlir::createArithToLLVMConversionPass());
   pm.addPass(mlir::createConvertFuncToLLVMPass());
@@ -857,7 +1060,9 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelS
   Clock::time_point start = Clock::now();
   mlir::DialectRegistry registry;
   registry.insert<mlir::arith::ArithDialect, mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
-                  mlir::math::MathDialect, mlir::scf::SCFDialect>();
+                  mlir::math::MathDialect, mlir::scf::SCFDialect,
+                  // the math approximations on the streaming loop's vectors make vector ops
+                  mlir::vector::VectorDialect>();
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);  // also inserts the LLVM dialect
   // No MLIR thread pool: kiln owns the only one.
@@ -866,16 +1071,19 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelS
   ctx.printOpOnDiagnostic(false);
   DiagnosticCollector diags(&ctx);
 
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::ModuleOp::create(mlir::NameLoc::get(mlir::StringAttr::get(&ctx, "kiln.kernels")));
-  for (const ElementwiseKernelSpec& spec : kernels) KernelEmitter(*module, spec).emit();
-  bool verified = mlir::succeeded(mlir::verify(*module));
-  KILN_CHECK(verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
-             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp (or a scalar_body).");
-
   llvm::orc::JITTargetMachineBuilder jtmb = target_builder(options.host_cpu_features);
   std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(jtmb);
   const llvm::DataLayout layout = tm->createDataLayout();
+
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::NameLoc::get(mlir::StringAttr::get(&ctx, "kiln.kernels")));
+  // Streaming stores only where the kernel can fence them (x86's sfence).
+  const bool streaming_stores = tm->getTargetTriple().isX86();
+  for (const ElementwiseKernelSpec& spec : kernels)
+    KernelEmitter(*module, spec, streaming_stores).emit();
+  bool verified = mlir::succeeded(mlir::verify(*module));
+  KILN_CHECK(verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
+             "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp (or a scalar_body).");
   result->target_ = describe_target(*tm);
   bool has_fma = result->target_.find("+fma") != std::string::npos;
   mlir::PassManager pm(&ctx);

@@ -22,6 +22,9 @@ namespace kiln::codegen {
 //          ones included).
 // [begin, end): the part of iteration dim 0 to compute, so callers can split the work
 //          across threads (0, dims[0]) computes everything.
+// An output may be exactly an input's buffer but must not partially overlap one (there are
+// no runtime overlap checks). Outputs of 16 MiB or more that start on a 64-byte boundary are
+// written with streaming (non-temporal) stores, fenced before the kernel returns.
 using KernelFn = void (*)(void* const* buffers, const int64_t* dims, int64_t begin, int64_t end);
 
 // An elementwise fusion group, ready for code generation.
