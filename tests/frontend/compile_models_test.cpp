@@ -202,8 +202,9 @@ void check_cpu(const ModelCase& c, bool training) {
     EXPECT_TRUE(close_to(bt[i].second, be[i].second)) << "buffer " << be[i].first;
   ExplainReport report = explain(compiled);
   ASSERT_EQ(report.entries.size(), 1u) << report.str();
-  if (report.entries[0].graph_break.empty())
+  if (report.entries[0].graph_break.empty()) {
     EXPECT_EQ(report.entries[0].backend.rfind("cpu: ", 0), 0u) << report.str();
+  }
 }
 
 #define KILN_MODEL_TESTS(Name, case_fn)     \

@@ -118,13 +118,14 @@ TEST(HalvingMLP, BothVersionsRunOnTheCpuBackendWithoutGradients) {
     }
     ExplainReport report = explain(compiled);
     ASSERT_EQ(report.entries.size(), 1u) << report.str();
-    if (report.graph_break_count() == 0)
+    if (report.graph_break_count() == 0) {
       EXPECT_NE(report.entries[0].backend.find("node-by-node executor (control flow)"),
                 std::string::npos)
           << report.str();
-    else
+    } else {
       EXPECT_EQ(report.entries[0].native_segments, report.entries[0].segment_misses)
           << report.str();
+    }
   }
 }
 

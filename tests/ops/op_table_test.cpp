@@ -157,8 +157,9 @@ TEST(OpTable, EveryOpIsComplete) {
     // executors, never dispatched (tests/frontend/control_flow_test.cpp, tests/passes).
     if (op->lowering == LoweringClass::ControlFlow || op->lowering == LoweringClass::Fused) continue;
     EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CPU)]) << op->name << " has no CPU kernel";
-    if (op->lowering == LoweringClass::Elementwise)
+    if (op->lowering == LoweringClass::Elementwise) {
       EXPECT_TRUE(op->scalar_body) << op->name << " is elementwise but has no scalar_body";
+    }
     EXPECT_TRUE(covered.count(op->name)) << op->name << " has no OpCase in tests/ops (add one)";
     if (op->differentiable) {
       EXPECT_TRUE(op->vjp) << op->name << " is differentiable but has no vjp";
