@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "codegen/five_op_kernel.h"
 #include "kiln/codegen/kernels.h"
 #include "kiln/error.h"
 #include "kiln/ir/graph.h"
@@ -94,25 +95,7 @@ struct Kernels {
 // relu(x * a + b) * c - d with scalar a, b, c, d: five ops.
 Kernels five_op_kernel() {
   Kernels k;
-  k.add(R"(graph g {
-  input %0 "x": float32[s0]
-  input %1 "a": float32[]
-  input %2 "b": float32[]
-  input %3 "c": float32[]
-  input %4 "d": float32[]
-  %5: float32[s0] = fused(%0, %1, %2, %3, %4) {kind="elementwise"} {
-    region (%6: float32[s0], %7: float32[], %8: float32[], %9: float32[], %10: float32[]) {
-      %11: float32[s0] = mul(%6, %7) {}
-      %12: float32[s0] = add(%11, %8) {}
-      %13: float32[s0] = relu(%12) {}
-      %14: float32[s0] = mul(%13, %9) {}
-      %15: float32[s0] = sub(%14, %10) {}
-      yield %15
-    }
-  }
-  return %5
-})",
-        "fused_0");
+  k.add(testing::kFiveOpKernel, "fused_0");
   return k;
 }
 

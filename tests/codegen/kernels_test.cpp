@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/five_op_kernel.h"
 #include "kiln/backends/cpu.h"
 #include "kiln/backends/interp.h"
 #include "kiln/dispatch.h"
@@ -1242,24 +1243,7 @@ __attribute__((optimize("O3", "no-trapping-math"), target("avx2,fma"))) void han
 
 TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
   // relu(x * a + b) * c - d with scalar a, b, c, d: five ops.
-  const char* text = R"(graph g {
-  input %0 "x": float32[s0]
-  input %1 "a": float32[]
-  input %2 "b": float32[]
-  input %3 "c": float32[]
-  input %4 "d": float32[]
-  %5: float32[s0] = fused(%0, %1, %2, %3, %4) {kind="elementwise"} {
-    region (%6: float32[s0], %7: float32[], %8: float32[], %9: float32[], %10: float32[]) {
-      %11: float32[s0] = mul(%6, %7) {}
-      %12: float32[s0] = add(%11, %8) {}
-      %13: float32[s0] = relu(%12) {}
-      %14: float32[s0] = mul(%13, %9) {}
-      %15: float32[s0] = sub(%14, %10) {}
-      yield %15
-    }
-  }
-  return %5
-})";
+  const char* text = testing::kFiveOpKernel;
   Case c = parse_case(text);
   ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
   auto now = [] { return std::chrono::steady_clock::now(); };
