@@ -234,8 +234,11 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
   const auto& graph_inputs = graph_.inputs();
   for (size_t i = 0; i < graph_inputs.size(); ++i) {
     const ir::GraphInput& in = graph_inputs[i];
-    bool own_constant = in.kind == ir::InputKind::Constant && !inputs[i].defined();
-    slots_[in.value->id] = own_constant ? in.constant : inputs[i];
+    // Constants the passes appended come after the caller's inputs.
+    bool given = i < inputs.size() && inputs[i].defined();
+    KILN_CHECK(given || in.kind == ir::InputKind::Constant, "[cpu] graph ", graph_.name(),
+               " expected input ", i, " ('", in.name, "'), got ", inputs.size(), " inputs.");
+    slots_[in.value->id] = given ? inputs[i] : in.constant;
   }
   ir::SymbolValues symbols = ir::bind_symbols(symbol_sources_, inputs);
   if (!buffers_planned_ || symbols != planned_for_) plan_buffers(symbols);
@@ -263,10 +266,13 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
       }
       if (step.reseed && !replay_recorded_random_)
         op.reseed(*step.attrs, TensorSpan(args.data(), args.size()));
-      TensorTypes types = step.types;
-      if (step.symbolic_types)
-        for (TensorType& t : types)
+      TensorTypes resized;  // only graphs with symbolic sizes pay for a copy
+      if (step.symbolic_types) {
+        resized = step.types;
+        for (TensorType& t : resized)
           for (int64_t& s : t.shape) s = ir::substitute_size(s, symbols);
+      }
+      const TensorTypes& types = step.symbolic_types ? resized : step.types;
       if (op.kernel_makes_outputs) {
         for (Tensor& r : results) r = Tensor();
       } else {
