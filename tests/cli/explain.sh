@@ -6,18 +6,8 @@
 # Usage: explain.sh KILN_BINARY. Needs no dataset (inputs are random).
 set -euo pipefail
 kiln="$1"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-has() { grep -qF -- "$2" "$1" || fail "$3: '$2' missing from $(cat "$1")"; }
-# run NAME ARGS...: runs kiln with stdout+stderr in $tmp/NAME.txt, the exit status in $rc.
-run() {
-  local name="$1"; shift
-  set +e
-  "$kiln" "$@" > "$tmp/$name.txt" 2>&1; rc=$?
-  set -e
-}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 run mlp explain --model fashion_mlp
 [ "$rc" -eq 0 ] || fail "fashion_mlp: exit $rc: $(cat "$tmp/mlp.txt")"

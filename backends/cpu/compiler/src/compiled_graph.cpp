@@ -98,10 +98,10 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;
   stats_.gemm_epilogues = impl_->plan ? impl_->plan->gemm_epilogues() : 0;
-  if (impl_->plan)
+  if (impl_->plan) {
     stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
                                                   : impl_->plan->memory().str();
-  if (!impl_->plan) {
+  } else {
     impl_->executor = std::make_unique<interp::Executable>(impl_->graph);
     Impl* impl = impl_.get();
     impl_->executor->set_fused_runner([impl](const ir::Node& node, std::span<const Tensor> operands,
