@@ -236,6 +236,37 @@ TEST(Compile, ABufferReadAfterItsUpdateSeesTheNewValue) {
   expect_error([&] { trace(*twin, randn({4, 3})); }, {"graph break", "module 'bn'"});
 }
 
+// The cpu backend: without gradients, the graph's fusion groups are listed and KILN_LOG=passes
+// logs the pass timings and the graph after every pass; with them, the entry runs on interp
+// and says why.
+TEST(Compile, CpuBackendReportsItsPassesAndFallsBackForGradients) {
+  auto model = std::make_shared<Mlp>();
+  {
+    LogCapture log;
+    NoGradGuard no_grad;
+    auto compiled = compile(model);
+    compiled(randn({2, 6}));
+    ExplainReport report = explain(compiled);
+    ASSERT_EQ(report.entries.size(), 1u);
+    EXPECT_EQ(report.entries[0].backend.rfind("cpu: passes", 0), 0u) << report.str();
+    // A group takes the module of its last op (relu runs in the root module).
+    EXPECT_EQ(report.entries[0].fusion_groups, (std::vector<std::string>{"add, relu", "add @fc2"}))
+        << report.str();
+    std::string passes;
+    for (const std::string& line : log.of("passes")) passes += line + "\n";
+    EXPECT_NE(passes.find("after fuse:\ngraph Mlp"), std::string::npos) << passes;
+    EXPECT_NE(passes.find("Mlp: canonicalize"), std::string::npos) << passes;
+  }
+  auto compiled = compile(model);  // grad mode on, parameters require grad
+  compiled(randn({2, 6}));
+  ExplainReport report = explain(compiled);
+  EXPECT_NE(report.entries.at(0).backend.find("interp, because gradients are needed (parameter "
+                                              "fc1.weight requires grad"),
+            std::string::npos)
+      << report.str();
+  EXPECT_TRUE(report.entries[0].fusion_groups.empty());
+}
+
 TEST(Compile, ExplainOnAModelAndInputsCompilesRunsAndReports) {
   auto model = std::make_shared<HalvingMLP>();
   testing::internal::CaptureStdout();
