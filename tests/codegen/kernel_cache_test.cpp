@@ -82,13 +82,13 @@ class EnvVar {
 // Parsed graphs with one `fused` node each, and their specs (which point into the graphs).
 struct Kernels {
   std::vector<std::shared_ptr<ir::Graph>> graphs;
-  std::vector<ElementwiseKernelSpec> specs;
+  std::vector<FusedKernelSpec> specs;
 
   void add(const std::string& text, const std::string& name) {
     graphs.push_back(ir::parse_graph(text));
     ir::verify(*graphs.back());
     for (const auto& node : graphs.back()->nodes())
-      if (node->op == &ops::fused) specs.push_back(elementwise_spec(*node, name));
+      if (node->op == &ops::fused) specs.push_back(fused_kernel_spec(*node, name));
   }
 };
 

@@ -1,5 +1,5 @@
 // Fused elementwise kernels generated through MLIR and JIT-compiled: the iteration spaces
-// elementwise_spec() derives; kernels checked against the reference executor (chains,
+// fused_kernel_spec() derives; kernels checked against the reference executor (chains,
 // broadcasting, several outputs, every dtype, dynamic dims, split ranges, large outputs through
 // the streaming-store loop, every elementwise op); the accuracy of the vectorizable math; the
 // errors; and, printed rather than asserted, compile time and speed.
@@ -116,7 +116,7 @@ Tensor pattern(DType dtype, IntList sizes, int salt = 0) {
 // The runtime size of each iteration dim, from the concrete output shape.
 std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList out_sizes) {
   std::vector<int64_t> dims;
-  for (const std::vector<int>& group : elementwise_dim_groups(fused)) {
+  for (const std::vector<int>& group : fused_dim_groups(fused)) {
     int64_t size = 1;
     for (int d : group) size *= out_sizes[static_cast<size_t>(d)];
     dims.push_back(size);
@@ -191,7 +191,7 @@ void expect_close(const Tensor& got, const Tensor& want, Tolerance tol, const st
 void check_case(const Case& c, const std::vector<Tensor>& inputs, Tolerance tol = {},
                 int64_t split = -1) {
   std::vector<Tensor> want = reference(c, inputs);
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
   std::vector<Tensor> got =
       run_kernel(module->lookup("fused_0"), *c.fused, inputs, want[0].sizes(), split);
@@ -200,7 +200,7 @@ void check_case(const Case& c, const std::vector<Tensor>& inputs, Tolerance tol 
     expect_close(got[k], want[k], tol, "output " + std::to_string(k));
 }
 
-// ---- elementwise_spec ----
+// ---- fused_kernel_spec ----
 
 TEST(CodegenKernels, SpecMergesDimsThatBroadcastAlike) {
   Case c = parse_case(R"(graph g {
@@ -214,12 +214,12 @@ TEST(CodegenKernels, SpecMergesDimsThatBroadcastAlike) {
   }
   return %2
 })");
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "k");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "k");
   EXPECT_EQ(spec.name, "k");
   EXPECT_EQ(spec.region, c.fused->regions[0].get());
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{6, 4}));
   EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{{false, false}, {true, false}}));
-  EXPECT_EQ(elementwise_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0, 1}, {2}}));
+  EXPECT_EQ(fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0, 1}, {2}}));
 }
 
 TEST(CodegenKernels, SpecDropsSizeOneDimsAndKeepsMiddleBroadcasts) {
@@ -236,11 +236,11 @@ TEST(CodegenKernels, SpecDropsSizeOneDimsAndKeepsMiddleBroadcasts) {
   }
   return %3
 })");
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "k");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "k");
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{2, 3, 5}));
   EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{
                                 {false, false, false}, {false, true, false}, {true, true, true}}));
-  EXPECT_EQ(elementwise_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0}, {2}, {3}}));
+  EXPECT_EQ(fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0}, {2}, {3}}));
 }
 
 TEST(CodegenKernels, SpecOfOneElementIsOneDimOfSizeOne) {
@@ -250,10 +250,10 @@ TEST(CodegenKernels, SpecOfOneElementIsOneDimOfSizeOne) {
                         " = fused(%0) {kind=\"elementwise\"} {\n    region (%2: " + t +
                         ") {\n      %3: " + t + " = relu(%2) {}\n      yield %3\n    }\n  }\n" +
                         "  return %1\n}");
-    ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "k");
+    FusedKernelSpec spec = fused_kernel_spec(*c.fused, "k");
     EXPECT_EQ(spec.dims, (std::vector<int64_t>{1})) << shape;
     EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{{false}})) << shape;
-    EXPECT_EQ(elementwise_dim_groups(*c.fused), (std::vector<std::vector<int>>{{}})) << shape;
+    EXPECT_EQ(fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{}})) << shape;
   }
 }
 
@@ -276,9 +276,9 @@ TEST(CodegenKernels, SpecSymbolicDimsAreRuntimeDims) {
   }
   return %3, %7
 })");
-  EXPECT_EQ(elementwise_spec(*c.graph->nodes()[0], "k").dims, (std::vector<int64_t>{-1, 8}));
-  EXPECT_EQ(elementwise_spec(*c.graph->nodes()[1], "k").dims, (std::vector<int64_t>{-1}));
-  EXPECT_EQ(elementwise_dim_groups(*c.graph->nodes()[1]),
+  EXPECT_EQ(fused_kernel_spec(*c.graph->nodes()[0], "k").dims, (std::vector<int64_t>{-1, 8}));
+  EXPECT_EQ(fused_kernel_spec(*c.graph->nodes()[1], "k").dims, (std::vector<int64_t>{-1}));
+  EXPECT_EQ(fused_dim_groups(*c.graph->nodes()[1]),
             (std::vector<std::vector<int>>{{0, 1, 2}}));
 }
 
@@ -288,32 +288,31 @@ TEST(CodegenKernels, SpecRejectsOutputsOfDifferentShapes) {
                       [](Graph& r, std::vector<Value*> a) {
                         return std::vector<Value*>{a[0], a[0]};
                       });
-  expect_error([&] { elementwise_spec(*c.fused, "k"); },
+  expect_error([&] { fused_kernel_spec(*c.fused, "k"); },
                {"[codegen] expected every output of fused node", "to have one shape",
                 "found float32[2, 3] for output 0 and float32[3] for output 1",
                 "Fix: fuse only ops whose results share a shape"});
-  expect_error([&] { elementwise_dim_groups(*c.fused); }, {"to have one shape"});
+  expect_error([&] { fused_dim_groups(*c.fused); }, {"to have one shape"});
 }
 
 TEST(CodegenKernels, SpecRejectsOperandsThatDoNotBroadcast) {
   Case c = build_case({type(DType::Float32, {4, 3})}, {type(DType::Float32, {3})},
                       [](Graph& r, std::vector<Value*> a) { return std::vector<Value*>{a[0]}; });
-  expect_error([&] { elementwise_spec(*c.fused, "k"); },
+  expect_error([&] { fused_kernel_spec(*c.fused, "k"); },
                {"expected operand 0 of fused node",
-                "(float32[4, 3]) to broadcast to the "
-                "iteration shape float32[3], found dim 0 of size 4",
-                "Fix: an elementwise group's inputs must broadcast to its output shape"});
+                "(float32[4, 3]) to broadcast to the iteration shape [3], found dim 0 of size 4",
+                "Fix: a fusion group's inputs must broadcast to its iteration shape"});
 }
 
 TEST(CodegenKernels, SpecRejectsGroupsWithoutResultsOrWithAbsentOperands) {
   Case none = build_case({type(DType::Float32, {3})}, {},
                          [](Graph&, std::vector<Value*>) { return std::vector<Value*>{}; });
-  expect_error([&] { elementwise_spec(*none.fused, "k"); },
+  expect_error([&] { fused_kernel_spec(*none.fused, "k"); },
                {"to have at least one output, found none"});
   Case absent = build_case({type(DType::Float32, {3})}, {type(DType::Float32, {3})},
                            [](Graph&, std::vector<Value*> a) { return std::vector<Value*>{a[0]}; });
   const_cast<ir::Node*>(absent.fused)->inputs[0] = nullptr;
-  expect_error([&] { elementwise_spec(*absent.fused, "k"); },
+  expect_error([&] { fused_kernel_spec(*absent.fused, "k"); },
                {"expected operand 0 of fused node", "found an absent operand"});
 }
 
@@ -474,7 +473,7 @@ TEST(CodegenKernels, DynamicDimsComeAtRunTime) {
   }
   return %3
 })");
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{-1, -1}));
   // One compiled kernel serves every size.
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
@@ -505,7 +504,7 @@ TEST(CodegenKernels, SplitRangeGivesTheSameResult) {
   return %2
 })");
   std::vector<Tensor> inputs = {pattern(DType::Float32, {10, 7}), pattern(DType::Float32, {7})};
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
   KernelFn fn = module->lookup("fused_0");
   Tensor whole = run_kernel(fn, *c.fused, inputs, {10, 7})[0];
@@ -576,7 +575,7 @@ TEST(CodegenKernels, LargeOutputsStreamWithTheSameResults) {
       pattern(DType::Float32, {rows, cols}, 1), pattern(DType::Float32, {cols}, 2),
       pattern(DType::Float32, {rows, 1}, 3), pattern(DType::Bool, {rows, cols}, 4),
       pattern(DType::Int32, {rows, cols}, 5)};
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   CodegenOptions options;
   options.keep_ir = true;
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1}, options);
@@ -606,7 +605,7 @@ TEST(CodegenKernels, StreamingStoresOnlyForLargeStaticOutputs) {
   options.keep_ir = true;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 256}, {2048, 2049}}) {
     Case c = bias_relu(rows, cols);
-    ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+    FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
     std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1}, options);
     bool large = kStreamingHost && rows * cols * 4 >= (int64_t{16} << 20);
     EXPECT_EQ(module->mlir_text().find("nontemporal") != std::string::npos, large) << rows;
@@ -659,8 +658,8 @@ TEST(CodegenKernels, SeveralKernelsInOneModule) {
   }
   return %1, %4
 })");
-  std::vector<ElementwiseKernelSpec> specs = {elementwise_spec(*c.graph->nodes()[0], "fused_0"),
-                                              elementwise_spec(*c.graph->nodes()[1], "fused_1")};
+  std::vector<FusedKernelSpec> specs = {fused_kernel_spec(*c.graph->nodes()[0], "fused_0"),
+                                              fused_kernel_spec(*c.graph->nodes()[1], "fused_1")};
   CodegenOptions options;
   options.keep_ir = true;
   std::unique_ptr<KernelModule> module = compile_kernels(specs, options);
@@ -698,7 +697,7 @@ TEST(CodegenKernels, PortableTargetComputesTheSame) {
   }
   return %1
 })");
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   CodegenOptions portable;
   portable.host_cpu_features = false;
   std::unique_ptr<KernelModule> plain = compile_kernels({&spec, 1}, portable);
@@ -873,9 +872,9 @@ TEST(CodegenKernels, EveryElementwiseOpMatchesItsEagerKernel) {
     }
   }
   // All kernels in one module: one LLVM run, and a large module is tested too.
-  std::vector<ElementwiseKernelSpec> specs;
+  std::vector<FusedKernelSpec> specs;
   for (size_t i = 0; i < cases.size(); ++i)
-    specs.push_back(elementwise_spec(*cases[i].c.fused, "op_" + std::to_string(i)));
+    specs.push_back(fused_kernel_spec(*cases[i].c.fused, "op_" + std::to_string(i)));
   std::unique_ptr<KernelModule> module = compile_kernels(specs);
   for (size_t i = 0; i < cases.size(); ++i) {
     const OpCase& oc = cases[i];
@@ -1004,7 +1003,7 @@ TEST(CodegenKernels, Float32MathAccuracyAgainstDoubleLibm) {
        [](double v) { return 1 / (1 + std::exp(-v)); }},
   };
   std::vector<Case> cases;
-  std::vector<ElementwiseKernelSpec> specs;
+  std::vector<FusedKernelSpec> specs;
   for (const Sweep& s : sweeps) {
     ir::Type t = type(DType::Float32, {static_cast<int64_t>(s.x.size())});
     bool sigmoid = std::string(s.name).starts_with("sigmoid");
@@ -1017,7 +1016,7 @@ TEST(CodegenKernels, Float32MathAccuracyAgainstDoubleLibm) {
     }));
   }
   for (size_t i = 0; i < cases.size(); ++i)
-    specs.push_back(elementwise_spec(*cases[i].fused, "math_" + std::to_string(i)));
+    specs.push_back(fused_kernel_spec(*cases[i].fused, "math_" + std::to_string(i)));
   std::unique_ptr<KernelModule> module = compile_kernels(specs);
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const Sweep& s = sweeps[i];
@@ -1051,7 +1050,7 @@ TEST(CodegenKernels, UnsupportedDtypesNameTheKernelAndOp) {
         return std::vector<Value*>{
             r.add_node(ops::cast, to_f32, {a[0]}, {type(DType::Float32, {4})})->outputs[0]};
       });
-  ElementwiseKernelSpec spec = elementwise_spec(*input.fused, "fused_3");
+  FusedKernelSpec spec = fused_kernel_spec(*input.fused, "fused_3");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1069,7 +1068,7 @@ TEST(CodegenKernels, UnsupportedDtypesNameTheKernelAndOp) {
   }
   return %1
 })");
-  spec = elementwise_spec(*node.fused, "fused_4");
+  spec = fused_kernel_spec(*node.fused, "fused_4");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1083,7 +1082,7 @@ TEST(CodegenKernels, OpsWithoutScalarBodyAreRejected) {
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(no_body, no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1099,15 +1098,15 @@ TEST(CodegenKernels, MalformedSpecsAreRejected) {
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(ops::relu, no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  ElementwiseKernelSpec good = elementwise_spec(*c.fused, "fused_0");
-  ElementwiseKernelSpec no_region = good;
+  FusedKernelSpec good = fused_kernel_spec(*c.fused, "fused_0");
+  FusedKernelSpec no_region = good;
   no_region.region = nullptr;
   expect_error(
       [&] {
         compile_kernels({&no_region, 1});
       },
       {"[codegen] kernel 'fused_0': expected a fusion region, found none"});
-  ElementwiseKernelSpec no_rows = good;
+  FusedKernelSpec no_rows = good;
   no_rows.broadcast.clear();
   expect_error(
       [&] {
@@ -1115,20 +1114,20 @@ TEST(CodegenKernels, MalformedSpecsAreRejected) {
       },
       {"expected iteration dims and one broadcast row per region input (1), found 1 "
        "dims and 0 rows"});
-  ElementwiseKernelSpec short_row = good;
+  FusedKernelSpec short_row = good;
   short_row.dims = {2, 2};
   expect_error(
       [&] {
         compile_kernels({&short_row, 1});
       },
       {"expected 2 broadcast flags per input (one per iteration dim), found 1"});
-  std::vector<ElementwiseKernelSpec> twice = {good, good};
+  std::vector<FusedKernelSpec> twice = {good, good};
   expect_error([&] { compile_kernels(twice); },
                {"[codegen] expected unique kernel names, found 'fused_0' twice"});
 
   Case no_outputs =
       build_case({t}, {}, [](Graph&, std::vector<Value*>) { return std::vector<Value*>{}; });
-  ElementwiseKernelSpec empty = good;
+  FusedKernelSpec empty = good;
   empty.region = no_outputs.fused->regions[0].get();
   expect_error(
       [&] {
@@ -1141,7 +1140,7 @@ TEST(CodegenKernels, MalformedSpecsAreRejected) {
     Value* stray = r.parent()->inputs()[0].value;
     return std::vector<Value*>{r.add_node(ops::relu, no_attrs(), {stray}, {t})->outputs[0]};
   });
-  ElementwiseKernelSpec stray = elementwise_spec(*outside.fused, "fused_0");
+  FusedKernelSpec stray = fused_kernel_spec(*outside.fused, "fused_0");
   expect_error(
       [&] {
         compile_kernels({&stray, 1});
@@ -1154,7 +1153,7 @@ TEST(CodegenKernels, NodesWithSeveralOutputsAreRejected) {
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(custom_op(), no_attrs(), {a[0]}, {t, t})->outputs[0]};
   });
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1169,7 +1168,7 @@ void compile_custom(std::function<ScalarValue(ScalarBuilder&, std::span<const Sc
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(custom_op(), no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   compile_kernels({&spec, 1});
 }
 
@@ -1245,7 +1244,7 @@ TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
   // relu(x * a + b) * c - d with scalar a, b, c, d: five ops.
   const char* text = testing::kFiveOpKernel;
   Case c = parse_case(text);
-  ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
   auto now = [] { return std::chrono::steady_clock::now(); };
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   auto start = now();
@@ -1292,7 +1291,7 @@ TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
   Case tanh_case = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(ops::tanh, no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  ElementwiseKernelSpec tanh_spec = elementwise_spec(*tanh_case.fused, "fused_0");
+  FusedKernelSpec tanh_spec = fused_kernel_spec(*tanh_case.fused, "fused_0");
   std::unique_ptr<KernelModule> tanh_module = compile_kernels({&tanh_spec, 1});
   KernelFn tanh_fn = tanh_module->lookup("fused_0");
   void* tanh_buffers[] = {x.raw_data(), out.raw_data()};
@@ -1332,7 +1331,7 @@ TEST(CodegenKernels, SmallKernelCallTimeReport) {
   const int64_t dims[] = {64, 256};
   for (bool dynamic : {false, true}) {
     Case c = dynamic ? bias_relu("s0", "s1") : bias_relu("64", "256");
-    ElementwiseKernelSpec spec = elementwise_spec(*c.fused, "fused_0");
+    FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
     std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
     KernelFn fn = module->lookup("fused_0");
     expect_close(run_kernel(fn, *c.fused, {x, b}, {64, 256})[0], reference(c, {x, b})[0], {},

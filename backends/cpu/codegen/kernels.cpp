@@ -1,4 +1,4 @@
-// Fused elementwise kernels through MLIR: each ElementwiseKernelSpec becomes one func.func of
+// Fused elementwise kernels through MLIR: each FusedKernelSpec becomes one func.func of
 // the KernelFn signature (scf loops, llvm-dialect loads and stores, the ops' scalar bodies as
 // arith/math; for large outputs also a loop of explicit vectors with streaming stores), all in
 // one module that is lowered to the LLVM dialect, compiled once to a relocatable object (or
@@ -27,6 +27,7 @@
 
 #include "kiln/codegen/kernel_cache.h"
 #include "kiln/error.h"
+#include "kiln/ops/reduction.h"
 
 // Per-conversion headers only: mlir/Conversion/Passes.h and InitAll*.h would triple the
 // compile time of this file (see /work/shared/notes/mlir19.md).
@@ -489,21 +490,31 @@ class MlirScalarBuilder final : public ScalarBuilder {
   std::vector<std::pair<mlir::Value, DType>> values_;
 };
 
+// The reduction a row kernel's node performs along the last dim (ScalarOp::Add for sum,
+// Max for amax, Min for amin), or nothing for an elementwise node. The fuse pass puts only
+// these reductions, over the last dim with keepdim, into row groups.
+std::optional<ScalarOp> row_reduction_kind(const ir::Node& n) {
+  if (n.op == &ops::sum) return ScalarOp::Add;
+  if (n.op == &ops::amax) return ScalarOp::Max;
+  if (n.op == &ops::amin) return ScalarOp::Min;
+  return std::nullopt;
+}
+
 // Checks what the emitter relies on before any MLIR is built, so errors name the kernel.
-void check_spec(const ElementwiseKernelSpec& spec) {
+void check_spec(const FusedKernelSpec& spec) {
   const std::string where = "[codegen] kernel '" + spec.name + "'";
   KILN_CHECK(spec.region != nullptr, where,
-             ": expected a fusion region, found none. Fix: build the spec with elementwise_spec() "
+             ": expected a fusion region, found none. Fix: build the spec with fused_kernel_spec() "
              "from a fused node.");
   const ir::Graph& region = *spec.region;
   KILN_CHECK(!spec.dims.empty() && spec.broadcast.size() == region.inputs().size(), where,
              ": expected iteration dims and one broadcast row per region input (",
              region.inputs().size(), "), found ", spec.dims.size(), " dims and ",
-             spec.broadcast.size(), " rows. Fix: build the spec with elementwise_spec().");
+             spec.broadcast.size(), " rows. Fix: build the spec with fused_kernel_spec().");
   for (const std::vector<bool>& row : spec.broadcast)
     KILN_CHECK(row.size() == spec.dims.size(), where, ": expected ", spec.dims.size(),
                " broadcast flags per input (one per iteration dim), found ", row.size(),
-               ". Fix: build the spec with elementwise_spec().");
+               ". Fix: build the spec with fused_kernel_spec().");
   KILN_CHECK(!region.outputs().empty(), where,
              ": expected the region to have outputs, found none. Fix: the fusion pass must not "
              "create a group without results.");
@@ -514,7 +525,22 @@ void check_spec(const ElementwiseKernelSpec& spec) {
   };
   for (size_t i = 0; i < region.inputs().size(); ++i)
     check_dtype(region.inputs()[i].value, "region input " + std::to_string(i));
+  KILN_CHECK(spec.output_per_row.size() == region.outputs().size() &&
+                 (spec.rows || std::none_of(spec.output_per_row.begin(), spec.output_per_row.end(),
+                                            [](bool b) { return b; })),
+             where, ": expected one per-row flag per region output (", region.outputs().size(),
+             "), set only in a row kernel, found ", spec.output_per_row.size(),
+             " flags. Fix: build the spec with fused_kernel_spec().");
+  KILN_CHECK(!spec.rows || spec.dims.size() >= 2, where,
+             ": expected a row kernel to have a dim of rows and the reduced dim, found ",
+             spec.dims.size(), " iteration dims. Fix: build the spec with fused_kernel_spec().");
   for (const auto& node : region.nodes()) {
+    if (spec.rows && row_reduction_kind(*node)) {
+      KILN_CHECK(is_floating(node->outputs[0]->type.dtype), where, ": expected the row reduction ",
+                 node_str(*node), " to be over float32 or float64, found ",
+                 node->outputs[0]->type.dtype, ". Fix: leave it out of the fusion group.");
+      continue;
+    }
     KILN_CHECK(node->op->scalar_body != nullptr, where, ": op ", node_str(*node),
                " has no scalar body (lowering class ", lowering_class_name(node->op->lowering),
                "). Fix: leave it out of the fusion group; only elementwise ops with a "
@@ -539,6 +565,10 @@ constexpr int64_t kStreamingStoreBytes = int64_t{16} << 20;
 // buffers are not takes the normal loop.
 constexpr int64_t kStreamingLineBytes = 64;
 
+// A row kernel's reduction loops keep this many bytes of accumulators (two 64-byte vectors:
+// two independent chains of adds per step on AVX-512, four on AVX2).
+constexpr int64_t kReductionBytes = 128;
+
 // Builds one kernel: func.func @name(%buffers, %dims, %begin, %end).
 //
 // A kernel whose outputs can reach kStreamingStoreBytes gets two loop nests, chosen per call:
@@ -546,9 +576,11 @@ constexpr int64_t kStreamingLineBytes = 64;
 // whose innermost dim runs explicit vectors that store whole cache lines of output with
 // non-temporal stores, and which ends in a store fence.
 class KernelEmitter {
+  using ValueMap = std::unordered_map<const ir::Value*, ScalarValue>;
+
  public:
   // streaming_stores: the target can fence non-temporal stores (x86's sfence).
-  KernelEmitter(mlir::ModuleOp module, const ElementwiseKernelSpec& spec, bool streaming_stores)
+  KernelEmitter(mlir::ModuleOp module, const FusedKernelSpec& spec, bool streaming_stores)
       : module_(module),
         spec_(spec),
         streaming_stores_(streaming_stores),
@@ -581,6 +613,7 @@ class KernelEmitter {
                           : load(i64, i64, entry->getArgument(1), index(static_cast<int64_t>(d))));
     begin_ = entry->getArgument(2);
     end_ = entry->getArgument(3);
+    for (size_t i = 0; i < n_in_; ++i) input_index_[region.inputs()[i].value] = i;
 
     // strides_[k][d]: buffer k's element stride along dim d (null where it broadcasts): the
     // product of the sizes of the dims inside d that it does not broadcast along.
@@ -589,11 +622,16 @@ class KernelEmitter {
       mlir::Value running;  // null: 1
       for (size_t d = rank; d-- > 0;) {
         if (k < n_in_ && spec_.broadcast[k][d]) continue;
+        if (k >= n_in_ && d + 1 == rank && spec_.output_per_row[k - n_in_]) continue;
         strides_[k][d] = running ? running : index(1);
         running = running ? muli(running, dims_[d]) : dims_[d];
       }
     }
 
+    if (spec_.rows) {
+      emit_rows();
+      return;
+    }
     mlir::Value streaming = streaming_condition();
     if (!streaming) {
       emit_nest(/*streaming=*/false);
@@ -703,6 +741,232 @@ class KernelEmitter {
     b_.restoreInsertionPoint(after);
   }
 
+  // A row kernel: one scf.for per dim of rows (dim 0 running [begin, end)), then emit_row.
+  void emit_rows() {
+    const size_t last = dims_.size() - 1;
+    mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+    std::vector<mlir::Value> row(buffers_.size());
+    for (size_t d = 0; d < last; ++d) {
+      auto loop = b_.create<mlir::scf::ForOp>(sb_.loc(), d == 0 ? begin_ : index(0),
+                                              d == 0 ? end_ : dims_[d], index(1));
+      b_.setInsertionPoint(loop.getBody()->getTerminator());
+      row = advance(std::move(row), d, loop.getInductionVar());
+    }
+    emit_row(row);
+    b_.restoreInsertionPoint(after);
+  }
+
+  // One row, from `row` (the buffers' offsets at its first element). Values that depend only
+  // on the row (inputs broadcast along the last dim, reductions, ops of those) are computed
+  // once, in order; each reduction loops over the row computing its operand on the way (so
+  // an operand two reductions share is computed twice: cheaper than a round trip through
+  // memory for rows that stay in cache); a last loop computes and stores the per-element
+  // outputs.
+  void emit_row(const std::vector<mlir::Value>& row) {
+    const ir::Graph& region = *spec_.region;
+    const size_t last = dims_.size() - 1;
+    ValueMap per_row;
+    for (size_t i = 0; i < n_in_; ++i)
+      if (!strides_[i][last]) per_row[region.inputs()[i].value] = load_input(i, row, 1);
+    for (const auto& node : region.nodes()) {
+      sb_.set_context(spec_.name, node.get());
+      if (std::optional<ScalarOp> kind = row_reduction_kind(*node)) {
+        per_row[node->outputs[0]] = emit_reduction(*node, *kind, row, per_row);
+        continue;
+      }
+      bool row_only = true;
+      for (const ir::Value* in : node->inputs) row_only &= !in || per_row.count(in) > 0;
+      if (row_only) per_row[node->outputs[0]] = apply(*node, per_row);
+    }
+    sb_.set_context(spec_.name, nullptr);
+    bool per_element = false;
+    for (size_t o = 0; o < region.outputs().size(); ++o) {
+      if (spec_.output_per_row[o])
+        store_output(o, lookup(per_row, region.outputs()[o].value), row);
+      else
+        per_element = true;
+    }
+    if (!per_element) return;
+    // Whole vectors of the widest output's cache line, then the rest one by one.
+    int64_t widest = 1;
+    for (const auto& out : region.outputs())
+      widest = std::max<int64_t>(widest, itemsize(out.value->type.dtype));
+    const int64_t lanes = kStreamingLineBytes / widest;
+    mlir::Value whole = andi(dims_[last], index(-lanes));
+    emit_row_outputs(row, per_row, index(0), whole, lanes);
+    emit_row_outputs(row, per_row, whole, dims_[last], 1);
+  }
+
+  // The per-element outputs of a row at indices [lo, hi) of the last dim, `lanes` at a time.
+  void emit_row_outputs(const std::vector<mlir::Value>& row, const ValueMap& per_row,
+                        mlir::Value lo, mlir::Value hi, int64_t lanes) {
+    const ir::Graph& region = *spec_.region;
+    mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+    auto loop = b_.create<mlir::scf::ForOp>(sb_.loc(), lo, hi, index(lanes));
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    sb_.set_lanes(lanes);
+    RowPoint point{per_row, advance(row, dims_.size() - 1, loop.getInductionVar()), lanes};
+    for (size_t o = 0; o < region.outputs().size(); ++o)
+      if (!spec_.output_per_row[o])
+        store_output(o, evaluate(region.outputs()[o].value, point), point.offsets);
+    sb_.set_lanes(1);
+    b_.restoreInsertionPoint(after);
+  }
+
+  // The reduction of `node`'s operand along the row, with explicit vectors (LLVM does not
+  // vectorize a NaN-propagating max reduction by itself): a loop of `lanes`-wide accumulators
+  // over the row's whole vectors (wider than one register, so the steps form independent
+  // chains), the lanes combined pairwise, then a scalar loop over the rest. A sum starts at
+  // -0.0 (a row of -0.0 sums to -0.0 as eagerly) and may be reassociated: equal to eager's
+  // within rounding, not bitwise.
+  //
+  // max and min keep a plain compare-and-select accumulator, which x86 does in one
+  // instruction but which skips NaN, plus a flag for "saw a NaN" that makes the result NaN at
+  // the end, as eager's amax/amin are. (LLVM's NaN-propagating maximum also orders -0 below
+  // +0, which costs several instructions per step; eager does not order them either.)
+  ScalarValue emit_reduction(const ir::Node& node, ScalarOp kind,
+                             const std::vector<mlir::Value>& row, const ValueMap& per_row) {
+    mlir::Location loc = sb_.loc();
+    const size_t last = dims_.size() - 1;
+    const DType t = node.outputs[0]->type.dtype;
+    const int64_t lanes = kReductionBytes / itemsize(t);
+    const bool extreme = kind != ScalarOp::Add;
+    const double inf = std::numeric_limits<double>::infinity();
+    const double identity = kind == ScalarOp::Add ? -0.0 : kind == ScalarOp::Max ? -inf : inf;
+    auto initial = [&] {
+      std::vector<mlir::Value> acc{sb_.value(sb_.constant(identity, t))};
+      if (extreme) acc.push_back(sb_.value(sb_.constant(0, DType::Bool)));
+      return acc;
+    };
+    // One loop over [lo, hi) by `step`, carrying `init`; its results.
+    auto loop = [&](mlir::Value lo, mlir::Value hi, int64_t step, std::vector<mlir::Value> init) {
+      auto op = b_.create<mlir::scf::ForOp>(loc, lo, hi, index(step), init);
+      mlir::Block* body = op.getBody();
+      if (!body->empty() && mlir::isa<mlir::scf::YieldOp>(body->back())) body->back().erase();
+      mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+      b_.setInsertionPointToEnd(body);
+      RowPoint point{per_row, advance(row, last, op.getInductionVar()), step};
+      mlir::Value x = sb_.value(evaluate(node.inputs[0], point));
+      std::vector<mlir::Value> acc(op.getRegionIterArgs().begin(), op.getRegionIterArgs().end());
+      b_.create<mlir::scf::YieldOp>(loc, combine(kind, acc, x, x));
+      b_.restoreInsertionPoint(after);
+      return std::vector<mlir::Value>(op.getResults().begin(), op.getResults().end());
+    };
+
+    mlir::Value whole = andi(dims_[last], index(-lanes));
+    sb_.set_lanes(lanes);
+    std::vector<mlir::Value> acc = loop(index(0), whole, lanes, initial());
+    sb_.set_lanes(1);
+    for (int64_t width = lanes / 2; width >= 1; width /= 2) {  // halves until one lane is left
+      llvm::SmallVector<int32_t> low, high;
+      for (int32_t k = 0; k < width; ++k) low.push_back(k), high.push_back(k + width);
+      std::vector<mlir::Value> a, b;
+      for (mlir::Value v : acc) {
+        a.push_back(b_.create<mlir::LLVM::ShuffleVectorOp>(loc, v, v, low));
+        b.push_back(b_.create<mlir::LLVM::ShuffleVectorOp>(loc, v, v, high));
+      }
+      acc = combine(kind, a, b[0], extreme ? b[1] : b[0]);
+    }
+    for (mlir::Value& v : acc) v = b_.create<mlir::LLVM::ExtractElementOp>(loc, v, index(0));
+    acc = loop(whole, dims_[last], 1, acc);
+    if (!extreme) return sb_.wrap(acc[0], t);
+    mlir::Value nan = sb_.value(sb_.constant(std::numeric_limits<double>::quiet_NaN(), t));
+    return sb_.wrap(b_.create<mlir::arith::SelectOp>(loc, acc[1], nan, acc[0]), t);
+  }
+
+  // One step of a reduction: `acc` combined with `x`. A sum's adds may be reassociated. max
+  // and min take x where it compares greater (less), so never a NaN, and or "x is NaN" into
+  // acc[1] (`x_nan`: x itself, or when combining two accumulators the other's flag).
+  std::vector<mlir::Value> combine(ScalarOp kind, const std::vector<mlir::Value>& acc,
+                                   mlir::Value x, mlir::Value x_nan) {
+    mlir::Location loc = sb_.loc();
+    if (kind == ScalarOp::Add)
+      return {b_.create<mlir::arith::AddFOp>(loc, acc[0], x, mlir::arith::FastMathFlags::reassoc)};
+    auto predicate =
+        kind == ScalarOp::Max ? mlir::arith::CmpFPredicate::OGT : mlir::arith::CmpFPredicate::OLT;
+    mlir::Value better = b_.create<mlir::arith::CmpFOp>(loc, predicate, x, acc[0]);
+    mlir::Value value = b_.create<mlir::arith::SelectOp>(loc, better, x, acc[0]);
+    mlir::Value is_nan = x_nan;
+    if (mlir::isa<mlir::FloatType>(mlir::getElementTypeOrSelf(x_nan.getType())))
+      is_nan = b_.create<mlir::arith::CmpFOp>(loc, mlir::arith::CmpFPredicate::UNO, x_nan, x_nan);
+    return {value, b_.create<mlir::arith::OrIOp>(loc, acc[1], is_nan)};
+  }
+
+  // Where a row kernel evaluates values: the per-row values (scalars), the buffers' offsets
+  // at the current index of the last dim, how many consecutive elements at once, and what
+  // this point computed so far.
+  struct RowPoint {
+    const ValueMap& per_row;
+    std::vector<mlir::Value> offsets;
+    int64_t lanes = 1;
+    ValueMap computed;
+  };
+
+  // `v` at `point`: a per-row value (in every lane), or loaded, or computed from its operands.
+  ScalarValue evaluate(const ir::Value* v, RowPoint& point) {
+    if (auto it = point.computed.find(v); it != point.computed.end()) return it->second;
+    ScalarValue r;
+    if (auto it = point.per_row.find(v); it != point.per_row.end()) {
+      r = point.lanes == 1
+              ? it->second
+              : sb_.wrap(splat(sb_.value(it->second), point.lanes), sb_.dtype(it->second));
+    } else if (auto in = input_index_.find(v); in != input_index_.end()) {
+      r = load_input(in->second, point.offsets, point.lanes);
+    } else {
+      const ir::Node& node = *v->producer;
+      for (const ir::Value* operand : node.inputs)
+        if (operand) evaluate(operand, point);
+      sb_.set_context(spec_.name, &node);
+      r = apply(node, point.computed);
+      sb_.set_context(spec_.name, nullptr);
+    }
+    point.computed[v] = r;
+    return r;
+  }
+
+  // The scalar body of elementwise `node` on its operands' values.
+  ScalarValue apply(const ir::Node& node, const ValueMap& values) {
+    std::vector<ScalarValue> operands;
+    // An absent optional operand reaches the body as an invalid ScalarValue (id -1).
+    for (const ir::Value* in : node.inputs)
+      operands.push_back(in ? lookup(values, in) : ScalarValue{});
+    ScalarValue r = node.op->scalar_body(sb_, *node.attrs, operands);
+    DType want = node.outputs[0]->type.dtype;
+    KILN_CHECK(sb_.dtype(r) == want, "[codegen] kernel '", spec_.name, "', op ", node_str(node),
+               ": expected the scalar body to return the op's output dtype ", want, ", found ",
+               sb_.dtype(r), ". Fix: cast the result in the op's scalar_body.");
+    return r;
+  }
+
+  // Region input i at `offsets`: one element, or `lanes` consecutive ones along the innermost
+  // dim (the same element in every lane where the input broadcasts along it).
+  ScalarValue load_input(size_t i, const std::vector<mlir::Value>& offsets, int64_t lanes) {
+    const size_t inner = dims_.size() - 1;
+    DType t = spec_.region->inputs()[i].value->type.dtype;
+    bool per_lane = lanes > 1 && strides_[i][inner];
+    mlir::Type memory = memory_type(t);
+    mlir::Value x = load(per_lane ? sb_.shaped(memory) : memory, memory, buffers_[i],
+                         offsets[i] ? offsets[i] : index(0), static_cast<unsigned>(itemsize(t)));
+    if (t == DType::Bool)
+      x = b_.create<mlir::arith::TruncIOp>(
+          sb_.loc(), per_lane ? sb_.shaped(b_.getI1Type()) : b_.getI1Type(), x);
+    if (lanes > 1 && !per_lane) x = splat(x, lanes);
+    return sb_.wrap(x, t);
+  }
+
+  // Stores `value` (one element, or a vector of consecutive ones) of region output o at
+  // `offsets`.
+  void store_output(size_t o, ScalarValue value, const std::vector<mlir::Value>& offsets) {
+    DType t = spec_.region->outputs()[o].value->type.dtype;
+    mlir::Value x = sb_.value(value);
+    if (t == DType::Bool)
+      x = b_.create<mlir::arith::ExtUIOp>(sb_.loc(), sb_.shaped(b_.getI8Type()), x);
+    mlir::Value offset = offsets[n_in_ + o] ? offsets[n_in_ + o] : index(0);
+    b_.create<mlir::LLVM::StoreOp>(sb_.loc(), x,
+                                   address(memory_type(t), buffers_[n_in_ + o], offset),
+                                   static_cast<unsigned>(itemsize(t)));
+  }
+
   // `offsets` moved to index `iv` of dim d.
   std::vector<mlir::Value> advance(std::vector<mlir::Value> offsets, size_t d, mlir::Value iv) {
     for (size_t k = 0; k < offsets.size(); ++k) {
@@ -768,36 +1032,14 @@ class KernelEmitter {
   // whole aligned lines (emit_streaming_row makes them so).
   void emit_body(const std::vector<mlir::Value>& offsets, int64_t lanes) {
     const ir::Graph& region = *spec_.region;
-    const size_t inner = dims_.size() - 1;
     auto offset = [&](size_t k) { return offsets[k] ? offsets[k] : index(0); };
     sb_.set_lanes(lanes);
-    std::unordered_map<const ir::Value*, ScalarValue> values;
-    for (size_t i = 0; i < n_in_; ++i) {
-      const ir::Value* v = region.inputs()[i].value;
-      DType t = v->type.dtype;
-      // An input broadcast along the innermost dim has one element for all lanes.
-      bool per_lane = lanes > 1 && strides_[i][inner];
-      mlir::Type memory = memory_type(t);
-      mlir::Value x = load(per_lane ? sb_.shaped(memory) : memory, memory, buffers_[i], offset(i),
-                           static_cast<unsigned>(itemsize(t)));
-      if (t == DType::Bool)
-        x = b_.create<mlir::arith::TruncIOp>(
-            sb_.loc(), per_lane ? sb_.shaped(b_.getI1Type()) : b_.getI1Type(), x);
-      if (lanes > 1 && !per_lane) x = splat(x, lanes);
-      values[v] = sb_.wrap(x, t);
-    }
+    ValueMap values;
+    for (size_t i = 0; i < n_in_; ++i)
+      values[region.inputs()[i].value] = load_input(i, offsets, lanes);
     for (const auto& node : region.nodes()) {
       sb_.set_context(spec_.name, node.get());
-      std::vector<ScalarValue> operands;
-      // An absent optional operand reaches the body as an invalid ScalarValue (id -1).
-      for (const ir::Value* in : node->inputs)
-        operands.push_back(in ? lookup(values, in) : ScalarValue{});
-      ScalarValue r = node->op->scalar_body(sb_, *node->attrs, operands);
-      DType want = node->outputs[0]->type.dtype;
-      KILN_CHECK(sb_.dtype(r) == want, "[codegen] kernel '", spec_.name, "', op ", node_str(*node),
-                 ": expected the scalar body to return the op's output dtype ", want, ", found ",
-                 sb_.dtype(r), ". Fix: cast the result in the op's scalar_body.");
-      values[node->outputs[0]] = r;
+      values[node->outputs[0]] = apply(*node, values);
     }
     sb_.set_context(spec_.name, nullptr);
     for (size_t o = 0; o < region.outputs().size(); ++o) {
@@ -816,8 +1058,7 @@ class KernelEmitter {
     sb_.set_lanes(1);
   }
 
-  ScalarValue lookup(const std::unordered_map<const ir::Value*, ScalarValue>& values,
-                     const ir::Value* v) {
+  ScalarValue lookup(const ValueMap& values, const ir::Value* v) {
     auto it = values.find(v);
     KILN_CHECK(it != values.end(), "[codegen] kernel '", spec_.name, "': expected value %", v->id,
                " to be defined earlier in the region, found no definition. Fix: the "
@@ -826,7 +1067,7 @@ class KernelEmitter {
   }
 
   mlir::ModuleOp module_;
-  const ElementwiseKernelSpec& spec_;
+  const FusedKernelSpec& spec_;
   bool streaming_stores_ = false;
   mlir::OpBuilder b_;
   MlirScalarBuilder sb_;
@@ -838,7 +1079,8 @@ class KernelEmitter {
   std::vector<mlir::Value> dims_;
   std::vector<std::vector<mlir::Value>> strides_;
   mlir::Value begin_, end_;
-  int64_t lanes_ = 1;  // of the streaming loop's vectors
+  int64_t lanes_ = 1;                                         // of the streaming loop's vectors
+  std::unordered_map<const ir::Value*, size_t> input_index_;  // region input -> its index
 };
 
 std::string print_op(mlir::Operation* op) {
@@ -896,7 +1138,7 @@ class JitKernelModule final : public KernelModule {
     std::string names;
     for (const auto& [n, fn] : kernels_) names += (names.empty() ? "" : ", ") + n;
     KILN_FAIL("[codegen] expected a kernel named '", name, "' in this module, found only: ", names,
-              ". Fix: look up a name given in an ElementwiseKernelSpec.");
+              ". Fix: look up a name given in an FusedKernelSpec.");
   }
   const CodegenTimings& timings() const override { return timings_; }
   const std::string& mlir_text() const override { return mlir_text_; }
@@ -1043,11 +1285,11 @@ std::string link_object(JitKernelModule& module, std::string_view object,
 
 }  // namespace
 
-std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelSpec> kernels,
+std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> kernels,
                                               const CodegenOptions& options) {
   std::set<std::string> unique_names;
   std::vector<std::string> names;
-  for (const ElementwiseKernelSpec& spec : kernels) {
+  for (const FusedKernelSpec& spec : kernels) {
     check_spec(spec);
     KILN_CHECK(unique_names.insert(spec.name).second,
                "[codegen] expected unique kernel names, found '", spec.name,
@@ -1079,8 +1321,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const ElementwiseKernelS
       mlir::ModuleOp::create(mlir::NameLoc::get(mlir::StringAttr::get(&ctx, "kiln.kernels")));
   // Streaming stores only where the kernel can fence them (x86's sfence).
   const bool streaming_stores = tm->getTargetTriple().isX86();
-  for (const ElementwiseKernelSpec& spec : kernels)
-    KernelEmitter(*module, spec, streaming_stores).emit();
+  for (const FusedKernelSpec& spec : kernels) KernelEmitter(*module, spec, streaming_stores).emit();
   bool verified = mlir::succeeded(mlir::verify(*module));
   KILN_CHECK(verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
              "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp (or a scalar_body).");

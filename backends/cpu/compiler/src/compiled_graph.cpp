@@ -74,9 +74,9 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
 
   std::vector<const ir::Node*> fused;
   collect_fused(*impl_->graph, fused, stats_.other_nodes);
-  std::vector<codegen::ElementwiseKernelSpec> specs;
+  std::vector<codegen::FusedKernelSpec> specs;
   for (size_t i = 0; i < fused.size(); ++i) {
-    specs.push_back(codegen::elementwise_spec(*fused[i], "fused_" + std::to_string(i)));
+    specs.push_back(codegen::fused_kernel_spec(*fused[i], "fused_" + std::to_string(i)));
     stats_.fused_ops += static_cast<int>(fused[i]->regions.at(0)->nodes().size());
   }
   stats_.kernels = static_cast<int>(specs.size());
@@ -93,7 +93,8 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
     stats_.cache = impl_->module->cache_note();
     for (size_t i = 0; i < fused.size(); ++i)
       impl_->kernels[fused[i]] = {impl_->module->lookup(specs[i].name),
-                                  codegen::elementwise_dim_groups(*fused[i])};
+                                  codegen::fused_iteration_shape(*fused[i]),
+                                  codegen::fused_dim_groups(*fused[i])};
   }
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;

@@ -52,7 +52,9 @@ FusedLaunch prepare_fused_kernel(const FusedKernel& kernel, const ir::Node& node
     results[j] = buffer_for(results[j], shape, t.dtype, reuse_results);
     launch.buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
   }
-  launch.total = results.empty() ? 0 : results[0].numel();
+  shape.clear();
+  for (int64_t s : kernel.iteration) shape.push_back(ir::substitute_size(s, symbols));
+  launch.total = results.empty() ? 0 : numel(shape);
   launch.dims.resize(kernel.dim_groups.size());
   for (size_t d = 0; d < launch.dims.size(); ++d)
     launch.dims[d] = product(shape, kernel.dim_groups[d]);

@@ -21,7 +21,8 @@ namespace kiln::cpu {
 // A generated kernel and how its iteration dims follow from its node's output shape.
 struct FusedKernel {
   codegen::KernelFn fn = nullptr;
-  std::vector<std::vector<int>> dim_groups;  // output dims merged into each iteration dim
+  Shape iteration;  // codegen::fused_iteration_shape of the node (symbolic sizes as in the IR)
+  std::vector<std::vector<int>> dim_groups;  // iteration dims merged into each kernel dim
 };
 
 // A fusion group ready to run: operands made dense where needed, results allocated unless

@@ -12,7 +12,9 @@ namespace kiln::ops {
 
 struct FusedAttrs : AttrsOf<FusedAttrs> {
   // What the group is: "elementwise" (every op maps element i of its operands to element i
-  // of one iteration shape, broadcasting allowed).
+  // of one iteration shape, broadcasting allowed) or "row" (also reductions over the last
+  // dim of the iteration shape, keepdim: each row is reduced and its per-row values feed the
+  // ops around them, as in softmax and layer_norm).
   std::string kind = "elementwise";
   template <class V>
   void fields(V& v) {
