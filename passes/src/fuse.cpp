@@ -1,27 +1,34 @@
-// fuse: groups elementwise ops into `fused` nodes, each of which a backend runs as one
+// fuse: groups elementwise ops, and reductions over the last dim together with the
+// elementwise ops around them, into `fused` nodes, each of which a backend runs as one
 // kernel (one pass over memory instead of one per op).
 //
 // Algorithm:
-//   1. A node is fusible when its op is Elementwise with a scalar_body, it runs on the CPU,
-//      and all its operand and result dtypes are ones the code generators support.
-//   2. Walk the nodes in order. A fusible node joins the group of a fusible producer whose
-//      result has the same shape (the group's iteration shape), then pulls in the groups of
-//      its other same-shape producers. A merge is refused when it would exceed the limits
-//      (max-ops, max-inputs) or create a cycle: a path from one part to the other through a
-//      node outside both.
-//   3. Each group becomes one `fused` node whose region holds copies of its ops; values used
-//      outside the group (or returned) are its results. The nodes are then put back in a
-//      dependency order that keeps the original order where it can.
+//   1. A node is fusible when it runs on the CPU with dtypes the code generators support and
+//      its op is Elementwise with a scalar_body, or a float sum/amax/amin over exactly the
+//      last dim with keepdim (a "row reduction": softmax and layer_norm decompose into them).
+//   2. Each group has an iteration shape S and is "row" when it holds a row reduction of an
+//      input of shape S. Walk the nodes in order. A fusible node joins the group of a fusible
+//      producer when their iteration shapes match, or when one is a row group over S and the
+//      other iterates over S's row shape (S with the last dim 1: per-row values such as a
+//      mean or 1/sqrt(var + eps)). It then pulls in its other producers' groups the same way.
+//      A merge is refused when it would exceed the limits (max-ops, max-inputs) or create a
+//      cycle: a path from one part to the other through a node outside both.
+//   3. Each group becomes one `fused` node of kind "elementwise" or "row" whose region holds
+//      copies of its ops; values used outside the group (or returned) are its results. The
+//      nodes are then put back in a dependency order that keeps the original order where it
+//      can.
 // Single elementwise ops become groups too, so every elementwise op runs as generated code.
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "kiln/error.h"
 #include "kiln/ops/fused.h"
+#include "kiln/ops/reduction.h"
 #include "kiln/passes/pass.h"
 #include "pass_factories.h"
 
@@ -41,6 +48,45 @@ bool fusible(const ir::Node& n) {
   for (const ir::Value* v : n.outputs)
     if (!codegen_dtype(v->type.dtype) || !v->type.device.is_cpu()) return false;
   return n.outputs.size() == 1;
+}
+
+// A float sum, amax or amin over exactly the last dim, keeping it (the decompose pass makes
+// these from softmax, log_softmax and layer_norm).
+bool row_reduction(const ir::Node& n) {
+  if (n.op != &ops::sum && n.op != &ops::amax && n.op != &ops::amin) return false;
+  if (n.inputs.size() != 1 || !n.inputs[0] || n.outputs.size() != 1) return false;
+  const ir::Type& in = n.inputs[0]->type;
+  const ir::Type& out = n.outputs[0]->type;
+  if (!is_floating(in.dtype) || !codegen_dtype(in.dtype) || out.dtype != in.dtype) return false;
+  if (!in.device.is_cpu() || in.shape.empty()) return false;
+  const auto& a = static_cast<const ops::ReduceAttrs&>(*n.attrs);
+  const auto rank = static_cast<int64_t>(in.shape.size());
+  if (!a.keepdim || a.dims.size() != 1) return false;
+  int64_t d = a.dims[0] < 0 ? a.dims[0] + rank : a.dims[0];
+  return d == rank - 1;
+}
+
+// `shape` with its last dim 1: where a row reduction over `shape` puts one value per row.
+Shape row_shape(Shape shape) {
+  shape.back() = 1;
+  return shape;
+}
+
+// What a group iterates over: `iteration` (the common result shape, or for a row group the
+// shape its reductions read), and whether it holds a row reduction.
+struct GroupShape {
+  Shape iteration;
+  bool row = false;
+};
+
+// The shape of a group made of groups a and b, or nothing when they cannot be one kernel.
+std::optional<GroupShape> merged_shape(const GroupShape& a, const GroupShape& b) {
+  if (a.iteration == b.iteration) return GroupShape{a.iteration, a.row || b.row};
+  // A row group takes ops over its row shape, but not reductions of their own: each of its
+  // reductions loops over the last dim of its iteration shape.
+  if (a.row && !b.row && b.iteration == row_shape(a.iteration)) return a;
+  if (b.row && !a.row && a.iteration == row_shape(b.iteration)) return b;
+  return std::nullopt;
 }
 
 class Fuse : public Pass {
@@ -94,15 +140,16 @@ class Fuse : public Pass {
       const auto& nodes = g_.nodes();
       for (size_t i = 0; i < nodes.size(); ++i) {
         const ir::Node& n = *nodes[i];
-        if (!fusible(n)) continue;
+        const bool row = row_reduction(n);
+        if (!row && !fusible(n)) continue;
         group_[i] = static_cast<int>(members_.size());
         members_.push_back({i});
+        shapes_.push_back({(row ? n.inputs[0] : n.outputs[0])->type.shape, row});
         for (const ir::Value* v : n.inputs) {
           const ir::Node* p = v->producer;
           if (!p || !index_.count(p)) continue;
           int pg = group_[index_.at(p)];
           if (pg < 0 || pg == group_[i]) continue;
-          if (p->outputs[0]->type.shape != n.outputs[0]->type.shape) continue;
           try_merge(group_[i], pg);
         }
       }
@@ -202,6 +249,8 @@ class Fuse : public Pass {
     }
 
     void try_merge(int a, int b) {
+      std::optional<GroupShape> shape = merged_shape(shapes_[a], shapes_[b]);
+      if (!shape) return;
       std::vector<size_t> all = members_[a];
       all.insert(all.end(), members_[b].begin(), members_[b].end());
       if (static_cast<int64_t>(all.size()) > max_ops_) return;
@@ -211,6 +260,7 @@ class Fuse : public Pass {
       std::sort(all.begin(), all.end());
       members_[a] = std::move(all);
       members_[b].clear();
+      shapes_[a] = std::move(*shape);
     }
 
     // Whether some use chain leaves group `from`, passes through a node outside both groups
@@ -265,8 +315,9 @@ class Fuse : public Pass {
       std::vector<ir::Type> result_types;
       for (const ir::Value* v : results) result_types.push_back(v->type);
       const ir::Node& last = *g_.nodes()[members.back()];
-      std::unique_ptr<ir::Node> node =
-          g_.make_node(ops::fused, ops::FusedAttrs{}, inputs, result_types);
+      ops::FusedAttrs attrs;
+      if (shapes_[k].row) attrs.kind = "row";
+      std::unique_ptr<ir::Node> node = g_.make_node(ops::fused, attrs, inputs, result_types);
       node->module_path = last.module_path;
       node->loc = last.loc;
       ir::Graph* region = g_.add_region(node.get());
@@ -296,6 +347,7 @@ class Fuse : public Pass {
     std::unordered_map<const ir::Node*, std::vector<size_t>> users_;
     std::vector<int> group_;                    // node index -> group, -1 when not fused
     std::vector<std::vector<size_t>> members_;  // group -> node indices, ascending
+    std::vector<GroupShape> shapes_;            // group -> what it iterates over
   };
 
   int64_t max_ops_ = 64, max_inputs_ = 16;

@@ -104,11 +104,12 @@ TEST(PassFuse, DiamondsMergeThroughTheirConsumer) {
 
 TEST(PassFuse, RefusesAMergeThatWouldMakeACycle) {
   // b reads a directly and through the reduction: a group {a, b} would need the sum,
-  // which needs the group.
+  // which needs the group. (A sum over the first dim: one over the last would join them in
+  // a row group.)
   std::unique_ptr<ir::Graph> g = fuse(R"(graph g {
   input %0 "x": float32[4, 8]
   %1: float32[4, 8] = exp(%0) {}
-  %2: float32[4, 1] = sum(%1) {dims=[1], keepdim=true}
+  %2: float32[1, 8] = sum(%1) {dims=[0], keepdim=true}
   %3: float32[4, 8] = div(%1, %2) {}
   return %3
 })");
@@ -187,6 +188,121 @@ TEST(PassFuse, RejectsBadLimits) {
   expect_error([] { PassManager("fuse{max-kernels=3}"); }, {"max-kernels"});
 }
 
+// ---- row groups: reductions over the last dim with the ops around them ----
+
+TEST(PassFuse, SoftmaxWithItsProducersBecomesOneRowGroup) {
+  // Attention's softmax(scores * scale + mask) as decompose writes it: one kernel.
+  EXPECT_EQ(run_passes("fuse", R"(graph g {
+  input %0 "scores": float32[s0, 16]
+  input %1 "mask": float32[16]
+  input %2 "scale": float32[]
+  %3: float32[s0, 16] = mul(%0, %2) {}
+  %4: float32[s0, 16] = add(%3, %1) {}
+  %5: float32[s0, 1] = amax(%4) {dims=[1], keepdim=true}
+  %6: float32[s0, 16] = sub(%4, %5) {}
+  %7: float32[s0, 16] = exp(%6) {}
+  %8: float32[s0, 1] = sum(%7) {dims=[-1], keepdim=true}
+  %9: float32[s0, 16] = div(%7, %8) {}
+  return %9
+})"),
+            R"(graph g {
+  input %0 "scores": float32[s0, 16]
+  input %1 "mask": float32[16]
+  input %2 "scale": float32[]
+  %10: float32[s0, 16] = fused(%0, %2, %1) {kind="row"} {
+    region (%11: float32[s0, 16], %12: float32[], %13: float32[16]) {
+      %14: float32[s0, 16] = mul(%11, %12) {}
+      %15: float32[s0, 16] = add(%14, %13) {}
+      %16: float32[s0, 1] = amax(%15) {dims=[1], keepdim=true}
+      %17: float32[s0, 16] = sub(%15, %16) {}
+      %18: float32[s0, 16] = exp(%17) {}
+      %19: float32[s0, 1] = sum(%18) {dims=[-1], keepdim=true}
+      %20: float32[s0, 16] = div(%18, %19) {}
+      yield %20
+    }
+  }
+  return %10
+}
+)");
+}
+
+TEST(PassFuse, PerRowValuesJoinTheRowGroupAndCanBeResults) {
+  // layer_norm's statistics: mean and 1/sqrt(var + eps) are [4, 1] ops between the two sums,
+  // and returned too.
+  std::unique_ptr<ir::Graph> g = fuse(R"(graph g {
+  input %0 "x": float64[4, 8]
+  input %1 "n": float64[]
+  input %2 "eps": float64[]
+  %3: float64[4, 1] = sum(%0) {dims=[1], keepdim=true}
+  %4: float64[4, 1] = div(%3, %1) {}
+  %5: float64[4, 8] = sub(%0, %4) {}
+  %6: float64[4, 8] = mul(%5, %5) {}
+  %7: float64[4, 1] = sum(%6) {dims=[1], keepdim=true}
+  %8: float64[4, 1] = div(%7, %1) {}
+  %9: float64[4, 1] = add(%8, %2) {}
+  %10: float64[4, 1] = rsqrt(%9) {}
+  %11: float64[4, 8] = mul(%5, %10) {}
+  return %11, %4, %10
+})");
+  ASSERT_EQ(g->nodes().size(), 1u) << ir::print_graph(*g);
+  const ir::Node& group = *g->nodes()[0];
+  EXPECT_EQ(static_cast<const ops::FusedAttrs&>(*group.attrs).kind, "row");
+  EXPECT_EQ(group.regions[0]->nodes().size(), 9u);
+  EXPECT_EQ(group.outputs.size(), 3u);
+}
+
+TEST(PassFuse, OnlyFloatReductionsOverTheLastDimWithKeepdimMakeRowGroups) {
+  // Over another dim, several dims, without keepdim, or of integers (sum -> int64): the
+  // reductions stay nodes and split the elementwise ops into groups of one shape each.
+  for (const char* reduction : {"%3: float32[1, 8] = sum(%2) {dims=[0], keepdim=true}",
+                                "%3: float32[1, 1] = sum(%2) {dims=[0, 1], keepdim=true}",
+                                "%3: float32[4] = amax(%2) {dims=[1], keepdim=false}"}) {
+    std::unique_ptr<ir::Graph> g = fuse(std::string(R"(graph g {
+  input %0 "x": float32[4, 8]
+  input %1 "b": float32[8]
+  %2: float32[4, 8] = add(%0, %1) {}
+  )") + reduction + R"(
+  return %3
+})");
+    ASSERT_EQ(g->nodes().size(), 2u) << ir::print_graph(*g);
+    EXPECT_EQ(g->nodes()[1]->op->lowering, LoweringClass::Reduction) << ir::print_graph(*g);
+  }
+  std::unique_ptr<ir::Graph> ints = fuse(R"(graph g {
+  input %0 "x": int32[4, 8]
+  %1: int32[4, 8] = abs(%0) {}
+  %2: int64[4, 1] = sum(%1) {dims=[1], keepdim=true}
+  return %2
+})");
+  ASSERT_EQ(ints->nodes().size(), 2u) << ir::print_graph(*ints);
+  EXPECT_EQ(ints->nodes()[1]->op->name, "sum");
+}
+
+TEST(PassFuse, RowGroupsOfDifferentRowLengthsStaySeparate) {
+  // Both reduce rows of 4 values, but of [4, 8] and [4, 16]: one kernel cannot loop over both.
+  std::unique_ptr<ir::Graph> g = fuse(R"(graph g {
+  input %0 "x": float32[4, 8]
+  input %1 "y": float32[4, 16]
+  %2: float32[4, 1] = sum(%0) {dims=[1], keepdim=true}
+  %3: float32[4, 16] = mul(%1, %2) {}
+  %4: float32[4, 1] = amax(%3) {dims=[1], keepdim=true}
+  return %4
+})");
+  EXPECT_EQ(group_sizes(*g), (std::vector<size_t>{1, 2})) << ir::print_graph(*g);
+
+  // A reduction of per-row values ([4, 1], as layer_norm of a mean would make) is not a
+  // per-row op of the [4, 3] group: inside it, it would loop over 3 columns (a random
+  // program found this).
+  std::unique_ptr<ir::Graph> stats = fuse(R"(graph g {
+  input %0 "x": float32[4, 3]
+  %1: float32[4, 1] = sum(%0) {dims=[1], keepdim=true}
+  %2: float32[4, 1] = exp(%1) {}
+  %3: float32[4, 1] = sum(%2) {dims=[1], keepdim=true}
+  %4: float32[4, 1] = sub(%2, %3) {}
+  return %4
+})");
+  EXPECT_EQ(group_sizes(*stats), (std::vector<size_t>{2, 2})) << ir::print_graph(*stats);
+}
+
 // Fused graphs mean what the unfused ones did: the reference executor runs both.
 TEST(PassFuse, FusedGraphComputesTheSame) {
   const char* text = R"(graph g {
@@ -202,7 +318,9 @@ TEST(PassFuse, FusedGraphComputesTheSame) {
 })";
   std::shared_ptr<const ir::Graph> plain = ir::parse_graph(text);
   std::shared_ptr<const ir::Graph> fused = fuse(text);
-  EXPECT_EQ(group_sizes(*fused), (std::vector<size_t>{2, 3})) << ir::print_graph(*fused);
+  // The sum over the last dim makes everything one row group: the per-row sum and the ops of
+  // the row's shape around it.
+  EXPECT_EQ(group_sizes(*fused), (std::vector<size_t>{6})) << ir::print_graph(*fused);
   Generator gen(7);
   std::vector<Tensor> inputs{randn({3, 5}, {}, &gen), randn({5}, {}, &gen)};
   std::vector<Tensor> want = interp::Executable(plain).run(inputs);
