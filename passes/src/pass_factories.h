@@ -8,6 +8,7 @@
 namespace kiln::passes {
 
 std::unique_ptr<Pass> create_canonicalize_pass(const PassOptions& options);
+std::unique_ptr<Pass> create_decompose_pass(const PassOptions& options);
 std::unique_ptr<Pass> create_dce_pass(const PassOptions& options);
 std::unique_ptr<Pass> create_cse_pass(const PassOptions& options);
 std::unique_ptr<Pass> create_fuse_pass(const PassOptions& options);

@@ -12,7 +12,7 @@
 namespace kiln::passes {
 
 std::string default_pipeline() {
-  return "canonicalize,dce,cse,fuse";
+  return "canonicalize,decompose,dce,cse,fuse";
 }
 
 namespace {

@@ -22,6 +22,10 @@ Registry& registry() {
         {"canonicalize",
          "folds constants and removes identities (x*1, x+0, no-op casts and views, view chains)",
          create_canonicalize_pass},
+        {"decompose",
+         "splits softmax, log_softmax and layer_norm over the last dim into row reductions and "
+         "elementwise ops, for fusion",
+         create_decompose_pass},
         {"dce", "removes nodes whose results are never used (keeps random and side-effect ops)",
          create_dce_pass},
         {"cse", "merges nodes that compute the same op on the same values", create_cse_pass},

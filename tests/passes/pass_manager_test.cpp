@@ -26,14 +26,15 @@ const char* kSmall =
     "}\n";
 
 TEST(PassManager, DefaultPipelineAndRegistry) {
-  EXPECT_EQ(default_pipeline(), "canonicalize,dce,cse,fuse");
+  EXPECT_EQ(default_pipeline(), "canonicalize,decompose,dce,cse,fuse");
   EXPECT_EQ(PassManager(default_pipeline()).pipeline(), default_pipeline());
   const auto& passes = registered_passes();
-  ASSERT_GE(passes.size(), 4u);
+  ASSERT_GE(passes.size(), 5u);
   EXPECT_EQ(passes[0].name, "canonicalize");
-  EXPECT_EQ(passes[1].name, "dce");
-  EXPECT_EQ(passes[2].name, "cse");
-  EXPECT_EQ(passes[3].name, "fuse");
+  EXPECT_EQ(passes[1].name, "decompose");
+  EXPECT_EQ(passes[2].name, "dce");
+  EXPECT_EQ(passes[3].name, "cse");
+  EXPECT_EQ(passes[4].name, "fuse");
   ASSERT_NE(find_pass("fuse"), nullptr);
   EXPECT_EQ(find_pass("fuse")->description, "groups elementwise ops into fused kernels");
   EXPECT_EQ(find_pass("fsue"), nullptr);
@@ -61,7 +62,7 @@ TEST(PassManager, TheEmptyPipelineRunsNothing) {
 TEST(PassManager, NamesAnUnknownPassWithItsColumnAndTheKnownOnes) {
   expect_error([] { PassManager("canonicalize, fsue"); },
                {"[passes] pipeline \"canonicalize, fsue\" at column 15: expected a known pass "
-                "(canonicalize, dce, cse, fuse",
+                "(canonicalize, decompose, dce, cse, fuse",
                 "found unknown pass 'fsue'", "Fix: correct the spelling"});
 }
 

@@ -15,7 +15,7 @@
 
 namespace kiln::passes {
 
-// "canonicalize,dce,cse,fuse": what compile() runs before a backend.
+// "canonicalize,decompose,dce,cse,fuse": what compile() runs before a backend.
 std::string default_pipeline();
 
 struct PipelineOptions {
