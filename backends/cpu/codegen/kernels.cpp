@@ -744,6 +744,7 @@ class KernelEmitter {
   // A row kernel: one scf.for per dim of rows (dim 0 running [begin, end)), then emit_row.
   void emit_rows() {
     const size_t last = dims_.size() - 1;
+    row_streaming_ = row_streaming_condition();
     mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
     std::vector<mlir::Value> row(buffers_.size());
     for (size_t d = 0; d < last; ++d) {
@@ -754,6 +755,25 @@ class KernelEmitter {
     }
     emit_row(row);
     b_.restoreInsertionPoint(after);
+    if (row_streaming_) {  // see emit_nest
+      auto fence = b_.create<mlir::scf::IfOp>(sb_.loc(), row_streaming_, false);
+      b_.setInsertionPoint(fence.thenBlock()->getTerminator());
+      b_.create<mlir::LLVM::CallIntrinsicOp>(sb_.loc(), mlir::TypeRange{}, "llvm.x86.sse.sfence",
+                                             mlir::ValueRange{});
+      b_.restoreInsertionPoint(after);
+    }
+  }
+
+  // Whether this call writes the per-element outputs with streaming stores (null: never):
+  // when they are large and aligned (streaming_condition) and every row starts on a whole
+  // vector (the last dim a multiple of lanes_), so each vector store is aligned.
+  mlir::Value row_streaming_condition() {
+    mlir::Value cond = streaming_condition();
+    if (!cond) return {};
+    const int64_t c = spec_.dims.back();
+    if (c >= 0 && c % lanes_ != 0) return {};
+    mlir::Value whole_rows = equal(andi(dims_.back(), index(lanes_ - 1)), index(0));
+    return andi(cond, whole_rows);
   }
 
   // One row, from `row` (the buffers' offsets at its first element). Values that depend only
@@ -793,13 +813,25 @@ class KernelEmitter {
       widest = std::max<int64_t>(widest, itemsize(out.value->type.dtype));
     const int64_t lanes = kStreamingLineBytes / widest;
     mlir::Value whole = andi(dims_[last], index(-lanes));
-    emit_row_outputs(row, per_row, index(0), whole, lanes);
-    emit_row_outputs(row, per_row, whole, dims_[last], 1);
+    if (!row_streaming_) {
+      emit_row_outputs(row, per_row, index(0), whole, lanes, false);
+      emit_row_outputs(row, per_row, whole, dims_[last], 1, false);
+      return;
+    }
+    auto branch = b_.create<mlir::scf::IfOp>(sb_.loc(), row_streaming_, true);
+    mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+    b_.setInsertionPoint(branch.thenBlock()->getTerminator());
+    emit_row_outputs(row, per_row, index(0), dims_[last], lanes, true);
+    b_.setInsertionPoint(branch.elseBlock()->getTerminator());
+    emit_row_outputs(row, per_row, index(0), whole, lanes, false);
+    emit_row_outputs(row, per_row, whole, dims_[last], 1, false);
+    b_.restoreInsertionPoint(after);
   }
 
-  // The per-element outputs of a row at indices [lo, hi) of the last dim, `lanes` at a time.
+  // The per-element outputs of a row at indices [lo, hi) of the last dim, `lanes` at a time,
+  // with streaming stores (aligned whole vectors only) or plain ones.
   void emit_row_outputs(const std::vector<mlir::Value>& row, const ValueMap& per_row,
-                        mlir::Value lo, mlir::Value hi, int64_t lanes) {
+                        mlir::Value lo, mlir::Value hi, int64_t lanes, bool streaming) {
     const ir::Graph& region = *spec_.region;
     mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
     auto loop = b_.create<mlir::scf::ForOp>(sb_.loc(), lo, hi, index(lanes));
@@ -808,7 +840,7 @@ class KernelEmitter {
     RowPoint point{per_row, advance(row, dims_.size() - 1, loop.getInductionVar()), lanes};
     for (size_t o = 0; o < region.outputs().size(); ++o)
       if (!spec_.output_per_row[o])
-        store_output(o, evaluate(region.outputs()[o].value, point), point.offsets);
+        store_output(o, evaluate(region.outputs()[o].value, point), point.offsets, streaming);
     sb_.set_lanes(1);
     b_.restoreInsertionPoint(after);
   }
@@ -955,16 +987,20 @@ class KernelEmitter {
   }
 
   // Stores `value` (one element, or a vector of consecutive ones) of region output o at
-  // `offsets`.
-  void store_output(size_t o, ScalarValue value, const std::vector<mlir::Value>& offsets) {
+  // `offsets`; a streaming store needs the address aligned to the vector's size.
+  void store_output(size_t o, ScalarValue value, const std::vector<mlir::Value>& offsets,
+                    bool streaming = false) {
     DType t = spec_.region->outputs()[o].value->type.dtype;
     mlir::Value x = sb_.value(value);
     if (t == DType::Bool)
       x = b_.create<mlir::arith::ExtUIOp>(sb_.loc(), sb_.shaped(b_.getI8Type()), x);
     mlir::Value offset = offsets[n_in_ + o] ? offsets[n_in_ + o] : index(0);
+    const int64_t lanes =
+        streaming ? mlir::cast<mlir::VectorType>(x.getType()).getNumElements() : 1;
     b_.create<mlir::LLVM::StoreOp>(sb_.loc(), x,
                                    address(memory_type(t), buffers_[n_in_ + o], offset),
-                                   static_cast<unsigned>(itemsize(t)));
+                                   static_cast<unsigned>(lanes * itemsize(t)),
+                                   /*isVolatile=*/false, /*isNonTemporal=*/streaming);
   }
 
   // `offsets` moved to index `iv` of dim d.
@@ -1079,7 +1115,8 @@ class KernelEmitter {
   std::vector<mlir::Value> dims_;
   std::vector<std::vector<mlir::Value>> strides_;
   mlir::Value begin_, end_;
-  int64_t lanes_ = 1;                                         // of the streaming loop's vectors
+  int64_t lanes_ = 1;          // of the streaming loop's vectors
+  mlir::Value row_streaming_;  // a row kernel's row_streaming_condition
   std::unordered_map<const ir::Value*, size_t> input_index_;  // region input -> its index
 };
 
