@@ -11,6 +11,13 @@
 //   layer_norm(x, w?, b?) with normalized_shape = [C], C static:
 //                    mean = sum(x) / C; xc = x - mean; var = sum(xc * xc) / C;
 //                    rstd = rsqrt(var + eps); y = xc * rstd (* w) (+ b)
+// softmax is decomposed only when an elementwise op produces its input or reads its result:
+// its row kernel computes exp twice (for the sum and for the result; storing the row would
+// cost more than it saves), which only pays when fusion also saves a round trip through
+// memory. A softmax alone stays the eager kernel, which stores exp(x - m) and rescales it.
+// log_softmax (one exp) and layer_norm are at least as fast as their eager kernels when
+// fused alone (docs/perf.md).
+//
 // These are the eager kernels' steps in their order (backends/cpu/kernels/softmax.cpp and
 // norm.cpp), so results differ from them only in rounding. The new nodes replace the node's
 // results in place and keep its module path and location. C and eps are rank-0 constants of
@@ -19,6 +26,7 @@
 // nobody reads (layer_norm's unused rstd chain) are removed again, and with them any
 // constant left unread, so the pass leaves no dead code of its own.
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "kiln/ir/symbols.h"
@@ -62,6 +70,9 @@ class GraphDecompose {
   // Returns how many nodes were decomposed; `made` grows by the nodes that replaced them.
   int run(int& made) {
     std::unordered_set<const ir::Node*> live = live_nodes(g_);
+    for (const auto& node : g_.nodes())
+      for (const ir::Value* v : node->inputs)
+        if (v) readers_[v].push_back(node.get());
     std::vector<std::unique_ptr<ir::Node>> old = std::move(g_.mutable_nodes());
     g_.mutable_nodes().clear();
     int decomposed = 0;
@@ -93,6 +104,7 @@ class GraphDecompose {
     int64_t dim = static_cast<const ops::SoftmaxAttrs&>(*n.attrs).dim;
     if (dim < 0) dim += rank;
     if (dim != rank - 1 || !reducible_last_dim(shape)) return false;
+    if (n.op == &ops::softmax && !has_elementwise_neighbour(n)) return false;
     origin_ = &n;
     const ir::Type& xt = x->type;
     ir::Value* m = reduce(ops::amax, x);
@@ -134,6 +146,20 @@ class GraphDecompose {
     replaced_.emplace_back(n.outputs[1], mean);
     replaced_.emplace_back(n.outputs[2], rstd);
     return true;
+  }
+
+  // Whether an elementwise op (one fusion could put into the row kernel) produces n's input
+  // or reads its result.
+  bool has_elementwise_neighbour(const ir::Node& n) const {
+    auto elementwise = [](const ir::Node* m) {
+      return m && m->op->lowering == LoweringClass::Elementwise && m->op->scalar_body;
+    };
+    if (elementwise(n.inputs[0]->producer)) return true;
+    auto it = readers_.find(n.outputs[0]);
+    if (it == readers_.end()) return false;
+    for (const ir::Node* reader : it->second)
+      if (elementwise(reader)) return true;
+    return false;
   }
 
   static ir::Type row_type(const ir::Type& t) {
@@ -214,6 +240,7 @@ class GraphDecompose {
   const ir::Node* origin_ = nullptr;  // the node being expanded
   std::vector<std::pair<const ir::Value*, ir::Value*>> replaced_;
   std::unordered_set<const ir::Node*> created_;
+  std::unordered_map<const ir::Value*, std::vector<const ir::Node*>> readers_;
   std::map<std::pair<DType, double>, ir::Value*> constants_;
   std::unordered_set<const ir::Value*> added_inputs_;
   int next_name_ = 0;

@@ -117,23 +117,41 @@ bool contains_op(const ir::Graph& g, std::string_view op) {
 }
 
 TEST(PassDecompose, SoftmaxBecomesRowReductionsAndElementwiseOps) {
+  // The scaled scores are an elementwise producer the row kernel takes in.
   EXPECT_EQ(run_passes("decompose", R"(graph g {
   input %0 "x": float32[4, 8]
-  %1: float32[4, 8] = softmax(%0) {dim=-1} @attn
-  return %1
+  %1: float32[4, 8] = neg(%0) {} @attn
+  %2: float32[4, 8] = softmax(%1) {dim=-1} @attn
+  return %2
 })"),
             R"(graph g {
   input %0 "x": float32[4, 8]
-  const %6 "decompose_0": float32[] = [1]
-  %2: float32[4, 1] = amax(%0) {dims=[1], keepdim=true} @attn
-  %3: float32[4, 8] = sub(%0, %2) {} @attn
-  %4: float32[4, 8] = exp(%3) {} @attn
-  %5: float32[4, 1] = sum(%4) {dims=[1], keepdim=true} @attn
-  %7: float32[4, 1] = div(%6, %5) {} @attn
-  %8: float32[4, 8] = mul(%4, %7) {} @attn
-  return %8
+  const %7 "decompose_0": float32[] = [1]
+  %1: float32[4, 8] = neg(%0) {} @attn
+  %3: float32[4, 1] = amax(%1) {dims=[1], keepdim=true} @attn
+  %4: float32[4, 8] = sub(%1, %3) {} @attn
+  %5: float32[4, 8] = exp(%4) {} @attn
+  %6: float32[4, 1] = sum(%5) {dims=[1], keepdim=true} @attn
+  %8: float32[4, 1] = div(%7, %6) {} @attn
+  %9: float32[4, 8] = mul(%5, %8) {} @attn
+  return %9
 }
 )");
+}
+
+TEST(PassDecompose, SoftmaxAloneStaysTheEagerKernel) {
+  // Its row kernel computes exp twice, which pays only when fusion saves a round trip too;
+  // log_softmax (one exp) is decomposed alone.
+  std::unique_ptr<ir::Graph> g = parse(R"(graph g {
+  input %0 "x": float32[4, 8]
+  %1: float32[4, 8] = softmax(%0) {dim=-1}
+  %2: float32[4, 8] = log_softmax(%0) {dim=-1}
+  %3: float32[4, 8] = matmul(%1, %2) {}
+  return %3
+})");
+  PassManager("decompose").run(*g);
+  EXPECT_TRUE(contains_op(*g, "softmax")) << ir::print_graph(*g);
+  EXPECT_FALSE(contains_op(*g, "log_softmax")) << ir::print_graph(*g);
 }
 
 TEST(PassDecompose, LogSoftmaxSubtractsTheLogOfTheRowSum) {
@@ -262,18 +280,20 @@ TEST(PassDecompose, KeepsSymbolicDims) {
   EXPECT_EQ(run_passes("decompose", R"(graph g {
   input %0 "x": float32[s0, 4, s1]
   %1: float32[s0, 4, s1] = softmax(%0) {dim=-1}
-  return %1
+  %2: float32[s0, 4, s1] = neg(%1) {}
+  return %2
 })"),
             R"(graph g {
   input %0 "x": float32[s0, 4, s1]
-  const %6 "decompose_0": float32[] = [1]
-  %2: float32[s0, 4, 1] = amax(%0) {dims=[2], keepdim=true}
-  %3: float32[s0, 4, s1] = sub(%0, %2) {}
-  %4: float32[s0, 4, s1] = exp(%3) {}
-  %5: float32[s0, 4, 1] = sum(%4) {dims=[2], keepdim=true}
-  %7: float32[s0, 4, 1] = div(%6, %5) {}
-  %8: float32[s0, 4, s1] = mul(%4, %7) {}
-  return %8
+  const %7 "decompose_0": float32[] = [1]
+  %3: float32[s0, 4, 1] = amax(%0) {dims=[2], keepdim=true}
+  %4: float32[s0, 4, s1] = sub(%0, %3) {}
+  %5: float32[s0, 4, s1] = exp(%4) {}
+  %6: float32[s0, 4, 1] = sum(%5) {dims=[2], keepdim=true}
+  %8: float32[s0, 4, 1] = div(%7, %6) {}
+  %9: float32[s0, 4, s1] = mul(%5, %8) {}
+  %2: float32[s0, 4, s1] = neg(%9) {}
+  return %2
 }
 )");
 }
@@ -286,7 +306,8 @@ TEST(PassDecompose, DecomposesInsideControlFlowWithConstantsAsFills) {
   %2: float32[3, 4] = cond(%0, %1) {} {
     region (%3: float32[3, 4]) {
       %4: float32[3, 4] = softmax(%3) {dim=1}
-      yield %4
+      %9: float32[3, 4] = neg(%4) {}
+      yield %9
     }
     region (%5: float32[3, 4]) {
       %6, %7, %8: float32[3, 4], float32[3, 1], float32[3, 1] = layer_norm(%5, _, _) {normalized_shape=[4], eps=0.001}
@@ -300,28 +321,29 @@ TEST(PassDecompose, DecomposesInsideControlFlowWithConstantsAsFills) {
   input %1 "x": float32[3, 4]
   %2: float32[3, 4] = cond(%0, %1) {} {
     region (%3: float32[3, 4]) {
-      %9: float32[3, 1] = amax(%3) {dims=[1], keepdim=true}
-      %10: float32[3, 4] = sub(%3, %9) {}
-      %11: float32[3, 4] = exp(%10) {}
-      %12: float32[3, 1] = sum(%11) {dims=[1], keepdim=true}
-      %13: float32[] = full() {shape=[], value=1, dtype=float32, device=cpu}
-      %14: float32[3, 1] = div(%13, %12) {}
-      %15: float32[3, 4] = mul(%11, %14) {}
-      yield %15
+      %10: float32[3, 1] = amax(%3) {dims=[1], keepdim=true}
+      %11: float32[3, 4] = sub(%3, %10) {}
+      %12: float32[3, 4] = exp(%11) {}
+      %13: float32[3, 1] = sum(%12) {dims=[1], keepdim=true}
+      %14: float32[] = full() {shape=[], value=1, dtype=float32, device=cpu}
+      %15: float32[3, 1] = div(%14, %13) {}
+      %16: float32[3, 4] = mul(%12, %15) {}
+      %9: float32[3, 4] = neg(%16) {}
+      yield %9
     }
     region (%5: float32[3, 4]) {
-      %16: float32[] = full() {shape=[], value=4, dtype=float32, device=cpu}
-      %17: float32[3, 1] = sum(%5) {dims=[1], keepdim=true}
-      %18: float32[3, 1] = div(%17, %16) {}
-      %19: float32[3, 4] = sub(%5, %18) {}
-      %20: float32[3, 4] = mul(%19, %19) {}
-      %21: float32[3, 1] = sum(%20) {dims=[1], keepdim=true}
-      %22: float32[3, 1] = div(%21, %16) {}
-      %23: float32[] = full() {shape=[], value=0.001, dtype=float32, device=cpu}
-      %24: float32[3, 1] = add(%22, %23) {}
-      %25: float32[3, 1] = rsqrt(%24) {}
-      %26: float32[3, 4] = mul(%19, %25) {}
-      yield %26
+      %17: float32[] = full() {shape=[], value=4, dtype=float32, device=cpu}
+      %18: float32[3, 1] = sum(%5) {dims=[1], keepdim=true}
+      %19: float32[3, 1] = div(%18, %17) {}
+      %20: float32[3, 4] = sub(%5, %19) {}
+      %21: float32[3, 4] = mul(%20, %20) {}
+      %22: float32[3, 1] = sum(%21) {dims=[1], keepdim=true}
+      %23: float32[3, 1] = div(%22, %17) {}
+      %24: float32[] = full() {shape=[], value=0.001, dtype=float32, device=cpu}
+      %25: float32[3, 1] = add(%23, %24) {}
+      %26: float32[3, 1] = rsqrt(%25) {}
+      %27: float32[3, 4] = mul(%20, %26) {}
+      yield %27
     }
   }
   return %2
@@ -406,7 +428,8 @@ TEST(PassDecompose, ReportsHowManyOpsBecameHowManyNodes) {
   const char* ir = R"(graph g {
   input %0 "x": float32[2, 6]
   %1: float32[2, 6] = softmax(%0) {dim=1}
-  %2: float32[2, 6] = log_softmax(%1) {dim=1}
+  %6: float32[2, 6] = neg(%1) {}
+  %2: float32[2, 6] = log_softmax(%6) {dim=1}
   %3, %4, %5: float32[2, 6], float32[2, 1], float32[2, 1] = layer_norm(%2, _, _) {normalized_shape=[6], eps=1e-05}
   return %3
 })";
@@ -415,14 +438,15 @@ TEST(PassDecompose, ReportsHowManyOpsBecameHowManyNodes) {
   ASSERT_EQ(report.passes.size(), 1u);
   EXPECT_TRUE(report.passes[0].changed);
   EXPECT_EQ(report.passes[0].summary, "3 ops into 21");  // 6 + 6 + 9
-  EXPECT_EQ(report.passes[0].nodes_after, 21u);
+  EXPECT_EQ(report.passes[0].nodes_after, 22u);  // and the neg
   report = PassManager("decompose").run(*g);
   EXPECT_FALSE(report.passes[0].changed);
   EXPECT_EQ(report.passes[0].summary, "0 ops into 0");
   g = parse(R"(graph g {
   input %0 "x": float32[2, 6]
   %1: float32[2, 6] = softmax(%0) {dim=1}
-  return %1
+  %2: float32[2, 6] = neg(%1) {}
+  return %2
 })");
   EXPECT_EQ(PassManager("decompose").run(*g).passes[0].summary, "1 op into 6");
 }
@@ -438,7 +462,8 @@ const char* kSoftmaxes = R"(graph g {
   input %0 "x": {T}[5, 6]
   %1: {T}[5, 6] = softmax(%0) {dim=1}
   %2: {T}[5, 6] = log_softmax(%0) {dim=-1}
-  return %1, %2
+  %3: {T}[5, 6] = neg(%1) {}
+  return %3, %2
 })";
 
 std::string with_dtype(std::string text, DType dtype) {
@@ -468,7 +493,8 @@ TEST(PassDecompose, SoftmaxesMatchTheEagerKernelsOnRandomAndLargeRows) {
   const char* ir = R"(graph g {
   input %0 "x": {T}[s0, 33]
   %1: {T}[s0, 33] = softmax(%0) {dim=1}
-  return %1
+  %2: {T}[s0, 33] = neg(%1) {}
+  return %2
 })";
   for (DType dtype : {DType::Float32, DType::Float64})
     for (double magnitude : {1.0, 1e30}) {
