@@ -221,12 +221,12 @@ TEST(CodegenRowKernels, SoftmaxMatchesTheReference) {
 }
 
 TEST(CodegenRowKernels, LargeOutputsTakeTheStreamingStores) {
-  // 16 MiB of output with rows of whole cache lines: streaming stores (then a fence); rows of
+  // 32 MiB of output with rows of whole cache lines: streaming stores (then a fence); rows of
   // 1000 floats do not start on a line, so the same size takes the plain stores.
-  check_row_kernel(softmax_ir("4096", "1024"), {random_tensor(DType::Float32, {4096, 1024}, 11)},
-                   {4096, 1024}, 2e-6, 1001);
-  check_row_kernel(softmax_ir("s0", "1000"), {random_tensor(DType::Float32, {4200, 1000}, 12)},
-                   {4200, 1000}, 2e-6);
+  check_row_kernel(softmax_ir("8192", "1024"), {random_tensor(DType::Float32, {8192, 1024}, 11)},
+                   {8192, 1024}, 2e-6, 1001);
+  check_row_kernel(softmax_ir("s0", "1000"), {random_tensor(DType::Float32, {8400, 1000}, 12)},
+                   {8400, 1000}, 2e-6);
   auto has_streaming_code = [](const std::string& text) {
     std::shared_ptr<ir::Graph> g = ir::parse_graph(text);
     FusedKernelSpec spec = fused_kernel_spec(*fused_node(*g), "k");
@@ -235,10 +235,10 @@ TEST(CodegenRowKernels, LargeOutputsTakeTheStreamingStores) {
     return compile_kernels({&spec, 1}, options)->mlir_text().find("nontemporal") !=
            std::string::npos;
   };
-  EXPECT_TRUE(has_streaming_code(softmax_ir("4096", "1024")));
-  EXPECT_TRUE(has_streaming_code(softmax_ir("s0", "s1")));     // decided per call
-  EXPECT_FALSE(has_streaming_code(softmax_ir("s0", "1000")));  // rows never start on a line
-  EXPECT_FALSE(has_streaming_code(softmax_ir("64", "1024")));  // 256 KiB stay in cache
+  EXPECT_TRUE(has_streaming_code(softmax_ir("8192", "1024")));
+  EXPECT_TRUE(has_streaming_code(softmax_ir("s0", "s1")));       // decided per call
+  EXPECT_FALSE(has_streaming_code(softmax_ir("s0", "1000")));    // rows never start on a line
+  EXPECT_FALSE(has_streaming_code(softmax_ir("4096", "1024")));  // 16 MiB stay in the L3
 }
 
 TEST(CodegenRowKernels, SymbolicRowsTakeTheirSizeAtRunTime) {
