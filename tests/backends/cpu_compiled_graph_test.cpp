@@ -131,6 +131,30 @@ TEST(CpuCompiledGraph, GemmEpiloguesRunBlockByBlock) {
   }
 }
 
+// A linear layer followed by layer_norm: decompose and fuse make the norm one row group
+// over the product's rows, which runs block by block with the matmul like any epilogue.
+TEST(CpuCompiledGraph, RowGroupsAreGemmEpiloguesToo) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[96, 64]
+  input %1 "w": float32[64, 128]
+  input %2 "gamma": float32[128]
+  input %3 "beta": float32[128]
+  %4: float32[96, 128] = matmul(%0, %1) {}
+  %5, %6, %7: float32[96, 128], float32[96, 1], float32[96, 1] = layer_norm(%4, %2, %3) {normalized_shape=[128], eps=1e-05}
+  return %5
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().gemm_epilogues, 1) << compiled.stats().str();
+  EXPECT_EQ(compiled.stats().kernels, 1) << compiled.stats().str();
+  EXPECT_NE(ir::print_graph(compiled.optimized_graph()).find("kind=\"row\""), std::string::npos);
+  Generator gen(9);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({96, 64}, {}, &gen), randn({64, 128}, {}, &gen),
+                           randn({128}, {}, &gen), randn({128}, {}, &gen)};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+}
+
 // The epilogue writes its results while later blocks of its matmul still read the matmul's
 // operands: no result may take an operand's buffer (exp's buffer here, free after the
 // matmul when the steps run one after the other).
