@@ -52,6 +52,14 @@ struct CompileOptions {
   Dynamic dynamic = Dynamic::Auto;
   // Names of the tensor arguments in logs and explain ("x" for one, input0.. otherwise).
   std::vector<std::string> input_names;
+  // Fold the parameters' current values into the compiled graph (the cpu backend, calls that
+  // need no gradient): the passes evaluate what depends only on parameters once (a weight's
+  // transpose, a scaled weight) instead of on every call. Each graph guards the version of
+  // every parameter it froze, so a change in place (an optimizer step, load_state_dict)
+  // recompiles and KILN_LOG=recompiles names the parameter. Writes through a raw data
+  // pointer bump no version and are not seen. Buffers and graph-breaking forwards' segments
+  // read their state live as without freeze.
+  bool freeze = false;
 };
 
 // Compiles dim `dim` of graphs taking this tensor with a symbolic size (unless

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "dynamic_shapes.h"
 #include "guards.h"
@@ -68,9 +69,11 @@ struct Entry {
   GuardSet guards;
   std::shared_ptr<const ir::Graph> graph;          // null for a segmented entry
   std::unique_ptr<interp::Executable> executable;  // the reference backend's, or null
-  std::unique_ptr<cpu::CompiledGraph> compiled;     // the compiled CPU backend's, or null
-  std::string backend_note;  // which backend runs this entry and why
+  std::unique_ptr<cpu::CompiledGraph> compiled;    // the compiled CPU backend's, or null
+  std::string backend_note;                        // which backend runs this entry and why
   std::vector<Tensor> state;  // by graph input: the live parameter / buffer (else undefined)
+  // CompileOptions::freeze: graph input -> the version of the parameter when it was frozen.
+  std::vector<std::pair<size_t, uint64_t>> frozen;
   std::vector<std::pair<size_t, Tensor>> write_back;  // graph output index -> buffer
   std::vector<CapturedConstant> captured;
   std::vector<bool> defined_outputs;  // forward's results; the graph returns the defined ones
@@ -83,6 +86,20 @@ struct Entry {
   std::map<std::string, double> module_ms;  // trace time by module path
   uint64_t calls = 0;
 };
+
+// Why a frozen entry no longer matches: each parameter changed in place since it was frozen.
+std::vector<std::string> frozen_failures(const Entry& e) {
+  std::vector<std::string> out;
+  for (const auto& [input, version] : e.frozen) {
+    uint64_t now = e.state[input].version();
+    if (now != version)
+      out.push_back("parameter " + e.graph->inputs()[input].name +
+                    " changed in place since it was frozen (version " + std::to_string(version) +
+                    " -> " + std::to_string(now) +
+                    "; compile without freeze for parameters that keep changing)");
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -120,6 +137,9 @@ class CompiledCore {
   std::pair<const Entry*, std::vector<std::string>> closest(const GuardSet& now,
                                                             CompileOptions::Dynamic hints) const;
   std::vector<uint64_t> dynamic_masks(const std::vector<Tensor>& tensors) const;
+  // Removes the entries whose frozen parameters changed (versions only grow: they can never
+  // match again) and returns why.
+  std::vector<std::string> evict_stale_frozen();
   // dynamic=Auto: the static dims whose size differs from the closest entry turn dynamic.
   void remember_changed_dims(const Entry& near, const GuardSet& now);
 
@@ -189,12 +209,23 @@ GuardSet CompiledCore::current_guards(const std::vector<Tensor>& tensors,
 
 Entry* CompiledCore::find(const GuardSet& now) {
   for (auto& e : entries_) {
-    if (call_guards_hold(e->guards, now) && same_module_state(e->guards, now)) {
+    if (call_guards_hold(e->guards, now) && same_module_state(e->guards, now) &&
+        frozen_failures(*e).empty()) {
       e->guards.module = now.module;  // equal: share it, so the next check is a pointer compare
       return e.get();
     }
   }
   return nullptr;
+}
+
+std::vector<std::string> CompiledCore::evict_stale_frozen() {
+  std::vector<std::string> why;
+  std::erase_if(entries_, [&](const std::unique_ptr<Entry>& e) {
+    std::vector<std::string> f = frozen_failures(*e);
+    why.insert(why.end(), f.begin(), f.end());
+    return !f.empty();
+  });
+  return why;
 }
 
 std::pair<const Entry*, std::vector<std::string>> CompiledCore::closest(
@@ -425,11 +456,19 @@ void CompiledCore::make_executor(Entry& entry, const std::shared_ptr<const ir::G
         log_line(LogChannel::Passes, str_cat("after ", pass, ":\n", text));
       };
       if (log_enabled(LogChannel::Passes)) options.print_after = "all";
+      if (options_.freeze) {
+        options.frozen_parameters.resize(graph->inputs().size());
+        for (size_t i = 0; i < graph->inputs().size(); ++i)
+          if (graph->inputs()[i].kind == ir::InputKind::Parameter && entry.state[i].defined()) {
+            options.frozen_parameters[i] = entry.state[i];
+            entry.frozen.emplace_back(i, entry.state[i].version());
+          }
+      }
       entry.compiled = std::make_unique<cpu::CompiledGraph>(*graph, options);
       entry.backend_note = "cpu: " + entry.compiled->stats().str();
-      log_line(LogChannel::Passes, str_cat(model_->type_name(), ": ",
-                                           entry.compiled->stats().passes.str(), "; ",
-                                           entry.backend_note));
+      log_line(LogChannel::Passes,
+               str_cat(model_->type_name(), ": ", entry.compiled->stats().passes.str(), "; ",
+                       entry.backend_note));
       return;
     }
     entry.backend_note = "interp, because gradients are needed (" + grad_source +
@@ -447,6 +486,7 @@ std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
   Entry* entry = find(now);
   if (!entry) {
     std::string name = model_->type_name();
+    std::vector<std::string> stale = evict_stale_frozen();
     if (static_cast<int>(entries_.size()) >= options_.cache_limit) {
       // Past the limit nothing turns dynamic by itself: hint at mark_dynamic.
       std::string why = join(closest(now, CompileOptions::Dynamic::On).second, "; ");
@@ -462,13 +502,16 @@ std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
       ++eager_calls_;
       return forward(tensors);
     }
-    if (!entries_.empty()) {
-      auto [near, failures] = closest(now, options_.dynamic);
+    if (!entries_.empty() || !stale.empty()) {
+      const Entry* near = nullptr;
+      std::vector<std::string> failures = std::move(stale);
+      if (failures.empty()) std::tie(near, failures) = closest(now, options_.dynamic);
       std::string reason = str_cat("recompile ", entries_.size() + 1, "/", options_.cache_limit,
                                    " of ", name, ": ", join(failures, "; "));
       recompile_reasons_.push_back(reason);
       log_line(LogChannel::Recompiles, reason);
-      if (options_.dynamic == CompileOptions::Dynamic::Auto) remember_changed_dims(*near, now);
+      if (near && options_.dynamic == CompileOptions::Dynamic::Auto)
+        remember_changed_dims(*near, now);
     }
     entry = &add_entry(tensors, std::move(now), forward);
   }

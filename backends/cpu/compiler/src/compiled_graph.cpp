@@ -47,6 +47,7 @@ std::string CompileStats::str() const {
      << other_nodes << " other nodes, "
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
   if (gemm_epilogues) os << ", " << gemm_epilogues << " GEMM epilogues";
+  if (frozen_parameters) os << ", " << frozen_parameters << " frozen parameters";
   if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
   if (!cache.empty()) os << "; " << cache;
@@ -67,6 +68,13 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   impl_->graph = ir::clone_graph(graph);
   input_count_ = graph.inputs().size();
   passes::PipelineOptions pipeline_options;
+  for (size_t i = 0; i < options.frozen_parameters.size() && i < input_count_; ++i) {
+    ir::GraphInput& in = impl_->graph->mutable_inputs()[i];
+    if (in.kind != ir::InputKind::Parameter || !options.frozen_parameters[i].defined()) continue;
+    in.constant = options.frozen_parameters[i].contiguous();
+    ++stats_.frozen_parameters;
+  }
+  pipeline_options.context.parameters_frozen = stats_.frozen_parameters > 0;
   pipeline_options.verify_each = options.verify_passes;
   pipeline_options.print_after = options.print_after;
   pipeline_options.print_sink = options.print_sink;

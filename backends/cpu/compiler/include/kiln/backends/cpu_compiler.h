@@ -24,6 +24,10 @@ struct CompilerOptions {
   bool verify_passes = false;  // ir::verify after every pass (tests; KILN_VERIFY_PASSES=1)
   std::string print_after;     // see passes::PipelineOptions
   std::function<void(std::string_view pass, const std::string& ir_text)> print_sink;
+  // By graph input: the data of a Parameter input to fold as a constant
+  // (passes::PassContext::parameters_frozen), or undefined. The caller guards that the data
+  // does not change (CompileOptions::freeze); unfolded uses still read the input per call.
+  std::vector<Tensor> frozen_parameters;
 };
 
 struct CompileStats {
@@ -37,6 +41,7 @@ struct CompileStats {
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
   int gemm_epilogues = 0;  // fusion groups run block by block with the matmul they follow
+  int frozen_parameters = 0;  // parameters whose data the passes could fold
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).
   std::string cache;
