@@ -158,40 +158,88 @@ void BM_Triad_Baseline(benchmark::State& state) {
 }
 BENCHMARK(BM_Triad_Baseline)->Apply(by_threads);
 
-// ---- row-wise composites: softmax and layer_norm over [4096, 1024] ----
+// ---- row-wise composites over [4096, 1024]: softmax, layer_norm, attention's masked
+// softmax and cross-entropy (each one row kernel when compiled) ----
 
 struct SoftmaxRows : nn::Module {
   Tensor forward(const Tensor& x) override { return F::softmax(x, -1); }
 };
 
-void rows(benchmark::State& state, Mode mode, bool softmax) {
+// Attention's softmax(scores * scale + mask): eagerly three kernels and two temporaries.
+struct MaskedSoftmaxRows : nn::Module {
+  MaskedSoftmaxRows() { mask = register_buffer("mask", filled({1024}, 3)); }
+  Tensor forward(const Tensor& x) override { return F::softmax(x * 0.125 + mask, -1); }
+  Tensor mask;
+};
+
+// cross_entropy(logits, targets): log_softmax as one row kernel, then nll_loss.
+struct CrossEntropyRows : nn::Module {
+  CrossEntropyRows() {
+    std::vector<int64_t> t(4096);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>((i * 37) % 1024);
+    targets = register_buffer("targets", Tensor::from_vector(t, {4096}));
+  }
+  Tensor forward(const Tensor& x) override { return F::cross_entropy(x, targets); }
+  Tensor targets;
+};
+
+enum class Rows { Softmax, LayerNorm, MaskedSoftmax, CrossEntropy };
+
+void rows(benchmark::State& state, Mode mode, Rows which) {
   ThreadsScope threads(static_cast<int>(state.range(0)));
   Tensor x = filled({4096, 1024}, 1);
   manual_seed(0);
-  if (softmax) {
-    time_calls(state, std::make_shared<SoftmaxRows>(), mode, x);
-  } else {
-    time_calls(state, std::make_shared<nn::LayerNorm>(1024), mode, x);
+  switch (which) {
+    case Rows::Softmax:
+      time_calls(state, std::make_shared<SoftmaxRows>(), mode, x);
+      break;
+    case Rows::LayerNorm:
+      time_calls(state, std::make_shared<nn::LayerNorm>(1024), mode, x);
+      break;
+    case Rows::MaskedSoftmax:
+      time_calls(state, std::make_shared<MaskedSoftmaxRows>(), mode, x);
+      break;
+    case Rows::CrossEntropy:
+      time_calls(state, std::make_shared<CrossEntropyRows>(), mode, x);
+      break;
   }
-  state.SetBytesProcessed(state.iterations() * 2 * 4096 * 1024 * 4);
+  // Read once and (except the loss) written once.
+  const int arrays = which == Rows::CrossEntropy ? 1 : 2;
+  state.SetBytesProcessed(state.iterations() * arrays * 4096 * 1024 * 4);
 }
 
 void BM_Softmax_Eager(benchmark::State& state) {
-  rows(state, Mode::Eager, true);
+  rows(state, Mode::Eager, Rows::Softmax);
 }
 void BM_Softmax_Compiled(benchmark::State& state) {
-  rows(state, Mode::Compiled, true);
+  rows(state, Mode::Compiled, Rows::Softmax);
 }
 void BM_LayerNorm_Eager(benchmark::State& state) {
-  rows(state, Mode::Eager, false);
+  rows(state, Mode::Eager, Rows::LayerNorm);
 }
 void BM_LayerNorm_Compiled(benchmark::State& state) {
-  rows(state, Mode::Compiled, false);
+  rows(state, Mode::Compiled, Rows::LayerNorm);
+}
+void BM_MaskedSoftmax_Eager(benchmark::State& state) {
+  rows(state, Mode::Eager, Rows::MaskedSoftmax);
+}
+void BM_MaskedSoftmax_Compiled(benchmark::State& state) {
+  rows(state, Mode::Compiled, Rows::MaskedSoftmax);
+}
+void BM_CrossEntropy_Eager(benchmark::State& state) {
+  rows(state, Mode::Eager, Rows::CrossEntropy);
+}
+void BM_CrossEntropy_Compiled(benchmark::State& state) {
+  rows(state, Mode::Compiled, Rows::CrossEntropy);
 }
 BENCHMARK(BM_Softmax_Eager)->Apply(by_threads);
 BENCHMARK(BM_Softmax_Compiled)->Apply(by_threads);
 BENCHMARK(BM_LayerNorm_Eager)->Apply(by_threads);
 BENCHMARK(BM_LayerNorm_Compiled)->Apply(by_threads);
+BENCHMARK(BM_MaskedSoftmax_Eager)->Apply(by_threads);
+BENCHMARK(BM_MaskedSoftmax_Compiled)->Apply(by_threads);
+BENCHMARK(BM_CrossEntropy_Eager)->Apply(by_threads);
+BENCHMARK(BM_CrossEntropy_Compiled)->Apply(by_threads);
 
 // ---- models ----
 
@@ -490,6 +538,10 @@ void print_ratios(const RatioReporter& rep) {
                      "BM_Softmax_Compiled/" + th, "time"});
     table.push_back({"layer_norm [4096, 1024]: eager / compiled time" + tt,
                      "BM_LayerNorm_Eager/" + th, "BM_LayerNorm_Compiled/" + th, "time"});
+    table.push_back({"softmax(x * scale + mask) [4096, 1024]: eager / compiled time" + tt,
+                     "BM_MaskedSoftmax_Eager/" + th, "BM_MaskedSoftmax_Compiled/" + th, "time"});
+    table.push_back({"cross_entropy [4096, 1024]: eager / compiled time" + tt,
+                     "BM_CrossEntropy_Eager/" + th, "BM_CrossEntropy_Compiled/" + th, "time"});
     for (int64_t batch : {1, 64, 1024}) {
       const std::string a = "batch:" + std::to_string(batch) + "/" + th;
       const std::string what = "ResidualMLP batch " + std::to_string(batch);
