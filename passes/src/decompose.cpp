@@ -1,7 +1,8 @@
 // decompose: splits softmax, log_softmax and layer_norm into row reductions (over the last
 // dim, keepdim) and elementwise ops, so that fusion can put each row computation into one
 // kernel together with the ops around it (attention's softmax(q.k * scale + mask) becomes
-// one kernel instead of a kernel, a softmax call and a kernel).
+// one kernel instead of a kernel, a softmax call and a kernel); and an eval-mode batch_norm
+// into a per-channel scale and shift, so its pass over x fuses with the ReLU after it.
 //
 // Algorithm: in every graph (regions included, except a `fused` node's: a group is already
 // one kernel), each live node of these ops, on a float32/float64 CPU tensor, that works on
@@ -11,6 +12,11 @@
 //   layer_norm(x, w?, b?) with normalized_shape = [C], C static:
 //                    mean = sum(x) / C; xc = x - mean; var = sum(xc * xc) / C;
 //                    rstd = rsqrt(var + eps); y = xc * rstd (* w) (+ b)
+//   batch_norm(x, w?, b?, mean, var) in eval mode, x [N, C, ...] with C static:
+//                    invstd = rsqrt(var + eps); scale = invstd (* w);
+//                    shift = (b) - mean * scale; y = x * view(scale) + view(shift)
+//                    (the views give [C, 1, ...] to broadcast over x's trailing dims), so
+//                    the per-element part fuses with what follows (a ReLU) into one pass
 // softmax is decomposed only when an elementwise op produces its input or reads its result:
 // its row kernel computes exp twice (for the sum and for the result; storing the row would
 // cost more than it saves), which only pays when fusion also saves a round trip through
@@ -36,6 +42,7 @@
 #include "kiln/ops/norm.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/softmax.h"
+#include "kiln/ops/view.h"
 #include "kiln/passes/pass.h"
 #include "liveness.h"
 #include "pass_factories.h"
@@ -94,6 +101,7 @@ class GraphDecompose {
     if (!decomposable_types(n)) return false;
     if (n.op == &ops::softmax || n.op == &ops::log_softmax) return expand_softmax(n);
     if (n.op == &ops::layer_norm) return expand_layer_norm(n);
+    if (n.op == &ops::batch_norm) return expand_batch_norm(n);
     return false;
   }
 
@@ -160,6 +168,40 @@ class GraphDecompose {
     for (const ir::Node* reader : it->second)
       if (elementwise(reader)) return true;
     return false;
+  }
+
+  bool expand_batch_norm(const ir::Node& n) {
+    const auto& a = static_cast<const ops::BatchNormAttrs&>(*n.attrs);
+    if (a.training || n.inputs.size() != 5 || !n.inputs[3] || !n.inputs[4]) return false;
+    ir::Value* x = n.inputs[0];
+    const ir::Type& xt = x->type;
+    if (xt.shape.size() < 2 || ir::is_symbolic_size(xt.shape[1]) || xt.shape[1] < 1) return false;
+    origin_ = &n;
+    ir::Value* mean = n.inputs[3];
+    const ir::Type& ct = mean->type;  // [C]
+    ir::Value* invstd =
+        emit(ops::rsqrt, {emit(ops::add, {n.inputs[4], constant(xt.dtype, a.eps)}, ct)}, ct);
+    ir::Value* scale = n.inputs[1] ? emit(ops::mul, {n.inputs[1], invstd}, ct) : invstd;
+    ir::Value* moved = emit(ops::mul, {mean, scale}, ct);
+    ir::Value* shift =
+        n.inputs[2] ? emit(ops::sub, {n.inputs[2], moved}, ct) : emit(ops::neg, {moved}, ct);
+    ir::Value* y = emit(
+        ops::add, {emit(ops::mul, {x, per_channel(scale, xt)}, xt), per_channel(shift, xt)}, xt);
+    replaced_.emplace_back(n.outputs[0], y);
+    replaced_.emplace_back(n.outputs[1], mean);
+    replaced_.emplace_back(n.outputs[2], invstd);
+    return true;
+  }
+
+  // A [C] value viewed as [C, 1, ...] so it broadcasts along dim 1 of `x` (as is for rank 2).
+  ir::Value* per_channel(ir::Value* v, const ir::Type& x) {
+    if (x.shape.size() == 2) return v;
+    ops::ShapeAttrs attrs;
+    attrs.shape = Shape(x.shape.size() - 1, 1);
+    attrs.shape[0] = x.shape[1];
+    ir::Type t = v->type;
+    t.shape = attrs.shape;
+    return emit(ops::view, attrs, {v}, t);
   }
 
   static ir::Type row_type(const ir::Type& t) {

@@ -438,7 +438,7 @@ TEST(PassDecompose, ReportsHowManyOpsBecameHowManyNodes) {
   ASSERT_EQ(report.passes.size(), 1u);
   EXPECT_TRUE(report.passes[0].changed);
   EXPECT_EQ(report.passes[0].summary, "3 ops into 21");  // 6 + 6 + 9
-  EXPECT_EQ(report.passes[0].nodes_after, 22u);  // and the neg
+  EXPECT_EQ(report.passes[0].nodes_after, 22u);          // and the neg
   report = PassManager("decompose").run(*g);
   EXPECT_FALSE(report.passes[0].changed);
   EXPECT_EQ(report.passes[0].summary, "0 ops into 0");
@@ -555,6 +555,79 @@ TEST(PassDecompose, LayerNormMatchesTheEagerKernelWithAndWithoutAffine) {
         for (char r : c.returns) scales.push_back(r == 'y' ? 1 : r == 'm' ? magnitude : 0);
         expect_close("decompose", with_dtype(c.ir, dtype), by_name, rtol_of(dtype), scales);
       }
+  }
+}
+
+TEST(PassDecompose, EvalBatchNormBecomesAPerChannelScaleAndShift) {
+  EXPECT_EQ(run_passes("decompose", R"(graph g {
+  input %0 "x": float32[s0, 3, 5, 5]
+  param %1 "w": float32[3]
+  param %2 "b": float32[3]
+  buffer %3 "mean": float32[3]
+  buffer %4 "var": float32[3]
+  %5, %6, %7: float32[s0, 3, 5, 5], float32[3], float32[3] = batch_norm(%0, %1, %2, %3, %4) {training=false, momentum=0.1, eps=1e-05} @bn
+  return %5, %7
+})"),
+            R"(graph g {
+  input %0 "x": float32[s0, 3, 5, 5]
+  param %1 "w": float32[3]
+  param %2 "b": float32[3]
+  buffer %3 "mean": float32[3]
+  buffer %4 "var": float32[3]
+  const %8 "decompose_0": float32[] = [1e-05]
+  %9: float32[3] = add(%4, %8) {} @bn
+  %10: float32[3] = rsqrt(%9) {} @bn
+  %11: float32[3] = mul(%1, %10) {} @bn
+  %12: float32[3] = mul(%3, %11) {} @bn
+  %13: float32[3] = sub(%2, %12) {} @bn
+  %14: float32[3, 1, 1] = view(%11) {shape=[3, 1, 1]} @bn
+  %15: float32[s0, 3, 5, 5] = mul(%0, %14) {} @bn
+  %16: float32[3, 1, 1] = view(%13) {shape=[3, 1, 1]} @bn
+  %17: float32[s0, 3, 5, 5] = add(%15, %16) {} @bn
+  return %17, %10
+}
+)");
+  // Training mode (batch statistics, running-stat updates) stays one op.
+  const char* training = R"(graph g {
+  input %0 "x": float32[4, 3]
+  buffer %3 "mean": float32[3]
+  buffer %4 "var": float32[3]
+  %5, %6, %7, %8, %9: float32[4, 3], float32[3], float32[3], float32[3], float32[3] = batch_norm(%0, _, _, %3, %4) {training=true, momentum=0.1, eps=1e-05}
+  return %5, %8, %9
+})";
+  EXPECT_EQ(run_passes("decompose", training), unchanged(training));
+}
+
+TEST(PassDecompose, EvalBatchNormMatchesTheEagerKernel) {
+  // With and without the affine parameters, rank 2 (no views) and rank 4.
+  const char* affine = R"(graph g {
+  input %0 "x": {T}[4, 6, 3, 3]
+  input %1 "w": {T}[6]
+  input %2 "b": {T}[6]
+  input %3 "mean": {T}[6]
+  input %4 "var": {T}[6]
+  %5, %6, %7: {T}[4, 6, 3, 3], {T}[6], {T}[6] = batch_norm(%0, %1, %2, %3, %4) {training=false, momentum=0.1, eps=0.001}
+  return %5, %6, %7
+})";
+  const char* plain = R"(graph g {
+  input %0 "x": {T}[5, 6]
+  input %3 "mean": {T}[6]
+  input %4 "var": {T}[6]
+  %5, %6, %7: {T}[5, 6], {T}[6], {T}[6] = batch_norm(%0, _, _, %3, %4) {training=false, momentum=0.1, eps=1e-05}
+  return %5
+})";
+  std::mt19937 rng(5);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    SCOPED_TRACE(dtype == DType::Float64 ? "float64" : "float32");
+    std::map<std::string, Tensor> by_name{{"w", random_rows(1, 6, dtype, rng).view({6})},
+                                          {"b", random_rows(1, 6, dtype, rng).view({6})},
+                                          {"mean", random_rows(1, 6, dtype, rng).view({6})},
+                                          {"var", random_rows(1, 6, dtype, rng).view({6}).abs()}};
+    by_name["x"] = random_rows(4, 54, dtype, rng).view({4, 6, 3, 3});
+    // y = x * scale + shift cancels where x is near the mean: rounding at the size of x.
+    expect_close("decompose", with_dtype(affine, dtype), by_name, rtol_of(dtype), {4, 0, 0});
+    by_name["x"] = random_rows(5, 6, dtype, rng);
+    expect_close("decompose", with_dtype(plain, dtype), by_name, rtol_of(dtype), {4});
   }
 }
 
