@@ -122,7 +122,7 @@ TEST(CpuCompiledGraph, GemmEpiloguesRunBlockByBlock) {
   return %5, %8
 })";
   CompiledGraph compiled(*ir::parse_graph(text), verified());
-  EXPECT_EQ(compiled.stats().gemm_epilogues, 2) << compiled.stats().str();
+  EXPECT_EQ(compiled.stats().epilogues, 2) << compiled.stats().str();
   Generator gen(8);
   for (int i = 0; i < 2; ++i) {
     std::vector<Tensor> in{randn({6, 64}, {}, &gen), randn({64, 64}, {}, &gen),
@@ -144,13 +144,73 @@ TEST(CpuCompiledGraph, RowGroupsAreGemmEpiloguesToo) {
   return %5
 })";
   CompiledGraph compiled(*ir::parse_graph(text), verified());
-  EXPECT_EQ(compiled.stats().gemm_epilogues, 1) << compiled.stats().str();
+  EXPECT_EQ(compiled.stats().epilogues, 1) << compiled.stats().str();
   EXPECT_EQ(compiled.stats().kernels, 1) << compiled.stats().str();
   EXPECT_NE(ir::print_graph(compiled.optimized_graph()).find("kind=\"row\""), std::string::npos);
   Generator gen(9);
   for (int i = 0; i < 2; ++i) {
     std::vector<Tensor> in{randn({96, 64}, {}, &gen), randn({64, 128}, {}, &gen),
                            randn({128}, {}, &gen), randn({128}, {}, &gen)};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+}
+
+// An eval-mode batch_norm becomes a per-channel scale and shift that fuses with the ReLU
+// after it: one pass over the convolution's output. (The convolution does not run it as an
+// epilogue: blocks of images convolved one at a time were slower than the convolution
+// kernel's own parallel run, docs/perf.md.)
+TEST(CpuCompiledGraph, BatchNormAfterAConvolutionFusesWithItsRelu) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[6, 3, 10, 10]
+  input %1 "w": float32[8, 3, 3, 3]
+  input %2 "gamma": float32[8]
+  input %3 "beta": float32[8]
+  input %4 "mean": float32[8]
+  input %5 "var": float32[8]
+  %6: float32[6, 8, 10, 10] = conv2d(%0, %1, _) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1}
+  %7, %8, %9: float32[6, 8, 10, 10], float32[8], float32[8] = batch_norm(%6, %2, %3, %4, %5) {training=false, momentum=0.1, eps=1e-05}
+  %10: float32[6, 8, 10, 10] = relu(%7) {}
+  return %10
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  // The per-channel scale and shift, then x * scale + shift and the ReLU.
+  EXPECT_EQ(compiled.stats().kernels, 2) << compiled.stats().str();
+  EXPECT_EQ(compiled.stats().epilogues, 0) << compiled.stats().str();
+  Generator gen(10);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({6, 3, 10, 10}, {}, &gen),
+                           randn({8, 3, 3, 3}, {}, &gen),
+                           randn({8}, {}, &gen),
+                           randn({8}, {}, &gen),
+                           randn({8}, {}, &gen),
+                           randn({8}, {}, &gen).abs()};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+}
+
+// A linear layer, an eval-mode batch_norm over its features and a ReLU: the norm's
+// per-feature scale and shift (computed from parameters after the matmul in graph order)
+// move before the matmul, so the matmul and the per-element group run as one epilogue step.
+TEST(CpuCompiledGraph, BatchNormAfterALinearLayerIsItsEpilogue) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[64, 32]
+  input %1 "w": float32[32, 48]
+  input %2 "gamma": float32[48]
+  input %3 "beta": float32[48]
+  input %4 "mean": float32[48]
+  input %5 "var": float32[48]
+  %6: float32[64, 48] = matmul(%0, %1) {}
+  %7, %8, %9: float32[64, 48], float32[48], float32[48] = batch_norm(%6, %2, %3, %4, %5) {training=false, momentum=0.1, eps=1e-05}
+  %10: float32[64, 48] = relu(%7) {}
+  return %10
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().epilogues, 1) << compiled.stats().str();
+  Generator gen(11);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({64, 32}, {}, &gen), randn({32, 48}, {}, &gen),
+                           randn({48}, {}, &gen),     randn({48}, {}, &gen),
+                           randn({48}, {}, &gen),     randn({48}, {}, &gen).abs()};
     expect_close(compiled.run(in), reference(text, in));
   }
 }
@@ -169,7 +229,7 @@ TEST(CpuCompiledGraph, EpilogueResultsNeverReuseTheMatmulOperands) {
   return %5
 })";
   CompiledGraph compiled(*ir::parse_graph(text), verified());
-  EXPECT_EQ(compiled.stats().gemm_epilogues, 1) << compiled.stats().str();
+  EXPECT_EQ(compiled.stats().epilogues, 1) << compiled.stats().str();
   // Small inputs keep sin's arguments small: its error grows with them.
   std::vector<Tensor> in{randn({8, 8}) * 0.1};
   expect_close(compiled.run(in), reference(text, in));

@@ -46,7 +46,7 @@ std::string CompileStats::str() const {
      << ", load " << codegen_load_ms << "); " << kernels << " kernels (" << fused_ops << " ops), "
      << other_nodes << " other nodes, "
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
-  if (gemm_epilogues) os << ", " << gemm_epilogues << " GEMM epilogues";
+  if (epilogues) os << ", " << epilogues << " epilogues";
   if (frozen_parameters) os << ", " << frozen_parameters << " frozen parameters";
   if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
@@ -106,7 +106,7 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   }
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;
-  stats_.gemm_epilogues = impl_->plan ? impl_->plan->gemm_epilogues() : 0;
+  stats_.epilogues = impl_->plan ? impl_->plan->epilogues() : 0;
   if (impl_->plan) {
     stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
                                                   : impl_->plan->memory().str();

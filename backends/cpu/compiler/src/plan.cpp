@@ -3,6 +3,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "kiln/error.h"
 #include "kiln/ops/fused.h"
@@ -29,6 +30,37 @@ Tensor buffer_for(Tensor& buffer, const Shape& shape, DType dtype, bool reuse) {
       buffer.is_contiguous())
     return buffer;
   return Tensor::empty(shape, dtype);
+}
+
+// The graph's nodes in an order that puts each matmul right before the first node that reads
+// its product, where the nodes in between do not depend on it (they move before it, keeping
+// their order): an eval batch_norm's per-feature scale, computed from parameters between a
+// linear layer and the fusion group that reads its output, would otherwise keep the two
+// from running as one epilogue step. Only the matmul moves relative to nodes it does not
+// feed, so random draws and side effects keep their order.
+std::vector<const ir::Node*> epilogue_order(const ir::Graph& graph) {
+  std::vector<const ir::Node*> order;
+  for (const auto& node : graph.nodes()) order.push_back(node.get());
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i]->op != &ops::matmul) continue;
+    std::unordered_set<const ir::Value*> dependent(order[i]->outputs.begin(),
+                                                   order[i]->outputs.end());
+    size_t reader = i + 1;
+    for (; reader < order.size(); ++reader) {
+      const std::vector<ir::Value*>& in = order[reader]->inputs;
+      if (std::any_of(in.begin(), in.end(), [&](const ir::Value* v) { return dependent.count(v); }))
+        break;
+    }
+    if (reader == order.size() || reader == i + 1) continue;
+    // Nodes i+1 .. reader-1 read nothing the call produced: move the call just before reader.
+    const ir::Node* call = order[i];
+    std::move(order.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+              order.begin() + static_cast<std::ptrdiff_t>(reader),
+              order.begin() + static_cast<std::ptrdiff_t>(i));
+    order[reader - 1] = call;
+    i = reader - 1;
+  }
+  return order;
 }
 
 }  // namespace
@@ -138,11 +170,11 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       for (const ir::Value* v : n.inputs)
         if (v) escapes[v->id] = true;
   }
-  for (const auto& node : graph.nodes()) {
+  for (const ir::Node* node : epilogue_order(graph)) {
     Step step;
-    step.node = node.get();
+    step.node = node;
     if (node->op == &ops::fused) {
-      step.fused = &kernels.at(node.get());
+      step.fused = &kernels.at(node);
     } else {
       step.kernel = node->op->kernels[static_cast<size_t>(DeviceType::CPU)];
       KILN_CHECK(step.kernel, "[cpu] ", node->op->name,
@@ -296,7 +328,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
   return out;
 }
 
-int Plan::gemm_epilogues() const {
+int Plan::epilogues() const {
   return static_cast<int>(
       std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.epilogue_next; }));
 }

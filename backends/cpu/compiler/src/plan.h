@@ -60,7 +60,7 @@ class Plan {
   bool symbolic_sizes() const { return !symbol_sources_.empty(); }
   // Matmuls whose epilogue (the fusion group reading their product) runs block by block
   // with them.
-  int gemm_epilogues() const;
+  int epilogues() const;
 
  private:
   struct Step;

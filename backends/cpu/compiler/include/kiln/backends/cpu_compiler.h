@@ -40,7 +40,7 @@ struct CompileStats {
   double total_ms = 0;   // passes + codegen
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
-  int gemm_epilogues = 0;  // fusion groups run block by block with the matmul they follow
+  int epilogues = 0;  // fusion groups run block by block with the matmul before them
   int frozen_parameters = 0;  // parameters whose data the passes could fold
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).
