@@ -76,7 +76,8 @@ TEST(CpuCompiledGraph, IntermediatesShareBuffersByLiveness) {
 })";
   CompiledGraph compiled(*ir::parse_graph(chain), verified());
   // %2 and %3 overlap (step 1 reads %2 and writes %3); %4 takes %2's buffer.
-  EXPECT_NE(compiled.stats().memory.find("2 buffers, 128 B for 3 intermediates (192 B unshared)"),
+  EXPECT_NE(compiled.stats().memory.find(
+                "2 buffers, 128 B for 3 intermediates (192 B unshared, eager peak 128 B)"),
             std::string::npos)
       << compiled.stats().memory;
   std::vector<Tensor> in{randn({4, 4}), randn({4, 4})};
@@ -104,6 +105,52 @@ TEST(CpuCompiledGraph, IntermediatesShareBuffersByLiveness) {
     std::vector<Tensor> vin{randn({4, 4}), randn({4, 4})};
     expect_close(with_view.run(vin), reference(viewed, vin));
   }
+}
+
+// An elementwise kernel that reads an intermediate for the last time, at the elements it
+// writes, writes its result into that intermediate's buffer.
+TEST(CpuCompiledGraph, ElementwiseKernelsWriteInPlaceOfWhatTheyReadLast) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[4, 4]
+  %1: float32[1, 4] = sum(%0) {dims=[0], keepdim=true}
+  %2: float32[1, 4] = exp(%1) {}
+  %3: float32[1, 4] = amax(%2) {dims=[0], keepdim=true}
+  %4: float32[4, 4] = mul(%0, %3) {}
+  return %4
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  // exp writes over the sum; amax's result has its own buffer (amax still reads exp's).
+  EXPECT_NE(compiled.stats().memory.find(
+                "2 buffers, 32 B for 3 intermediates (48 B unshared, eager peak 32 B), 1 in place"),
+            std::string::npos)
+      << compiled.stats().memory;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({4, 4})};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+  // Not when the value is read again later, nor into a value of another shape (the mul
+  // broadcasts amax's result), nor by a row kernel (it reads a row before writing it).
+  const char* kept = R"(graph g {
+  input %0 "x": float32[4, 4]
+  input %9 "y": float32[3, 4, 4]
+  %1: float32[1, 4] = sum(%0) {dims=[0], keepdim=true}
+  %2: float32[1, 4] = exp(%1) {}
+  %3: float32[4, 4] = mul(%0, %1) {}
+  %4: float32[4, 4] = sub(%3, %2) {}
+  %10: float32[4, 4] = sum(%9) {dims=[0], keepdim=false}
+  %5: float32[4, 4] = relu(%10) {}
+  %6: float32[4, 1] = sum(%5) {dims=[1], keepdim=true}
+  %7: float32[4, 4] = div(%5, %6) {}
+  %8: float32[4, 4] = add(%7, %4) {}
+  %11: float32[4] = sum(%8) {dims=[0], keepdim=false}
+  return %11
+})";
+  CompilerOptions fuse_only = verified();
+  fuse_only.pipeline = "fuse";
+  CompiledGraph none(*ir::parse_graph(kept), fuse_only);
+  EXPECT_EQ(none.stats().memory.find("in place"), std::string::npos) << none.stats().memory;
+  std::vector<Tensor> in{randn({4, 4}), randn({3, 4, 4})};
+  expect_close(none.run(in), reference(kept, in));
 }
 
 // A matmul followed by a fusion group over its product runs as one step, block of rows by

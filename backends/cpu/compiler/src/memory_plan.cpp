@@ -26,7 +26,8 @@ std::string bytes_str(size_t bytes) {
 std::string MemoryPlan::str() const {
   return std::to_string(slot_bytes.size()) + " buffers, " + bytes_str(planned_bytes) + " for " +
          std::to_string(slot_of.size()) + " intermediates (" + bytes_str(unshared_bytes) +
-         " unshared)";
+         " unshared, eager peak " + bytes_str(eager_peak_bytes) + ")" +
+         (inplace ? ", " + std::to_string(inplace) + " in place" : "");
 }
 
 MemoryPlan plan_memory(const std::vector<ValueLifetime>& values) {
@@ -49,6 +50,19 @@ MemoryPlan plan_memory(const std::vector<ValueLifetime>& values) {
         live.pop_back();
       } else {
         ++i;
+      }
+    }
+    // In place: the buffer of the value this step reads for the last time.
+    if (value.inplace_of >= 0) {
+      const auto u = static_cast<size_t>(value.inplace_of);
+      auto held = std::find(live.begin(), live.end(), u);
+      int slot = plan.slot_of[u];
+      if (held != live.end() && values[u].last_use == value.def &&
+          plan.slot_bytes[static_cast<size_t>(slot)] >= value.bytes) {
+        *held = v;
+        plan.slot_of[v] = slot;
+        ++plan.inplace;
+        continue;
       }
     }
     int best = -1;
@@ -76,6 +90,14 @@ MemoryPlan plan_memory(const std::vector<ValueLifetime>& values) {
     live.push_back(v);
   }
   plan.planned_bytes = std::accumulate(plan.slot_bytes.begin(), plan.slot_bytes.end(), size_t{0});
+  int last_step = 0;
+  for (const ValueLifetime& value : values) last_step = std::max(last_step, value.last_use);
+  for (int step = 0; step <= last_step; ++step) {
+    size_t live_bytes = 0;
+    for (const ValueLifetime& value : values)
+      if (value.def <= step && step <= value.last_use) live_bytes += value.bytes;
+    plan.eager_peak_bytes = std::max(plan.eager_peak_bytes, live_bytes);
+  }
   return plan;
 }
 

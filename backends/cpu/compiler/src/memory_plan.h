@@ -13,6 +13,11 @@ struct ValueLifetime {
   int def = 0;       // the step that writes it
   int last_use = 0;  // the last step that reads it (def when nothing does)
   size_t bytes = 0;
+  // In place: the index (among the values planned) of a value whose buffer this one may
+  // take although its defining step reads that value: the step reads it for the last time,
+  // each element before writing the same element of this one (a generated elementwise
+  // kernel), with the same size. -1: none.
+  int inplace_of = -1;
 };
 
 struct MemoryPlan {
@@ -20,14 +25,21 @@ struct MemoryPlan {
   std::vector<size_t> slot_bytes;  // by buffer
   size_t planned_bytes = 0;        // sum of the buffers
   size_t unshared_bytes = 0;       // one buffer per value, as without planning
-  // "3 buffers, 1.5 MiB for 7 intermediates (3.2 MiB unshared)"
+  // The most bytes live at once, counting a step's inputs and outputs as both live: what
+  // running the steps eagerly (each intermediate freed after its last reader) holds at its
+  // peak.
+  size_t eager_peak_bytes = 0;
+  int inplace = 0;  // values that took the buffer of a value their step read last
+  // "3 buffers, 1.5 MiB for 7 intermediates (3.2 MiB unshared, eager peak 2 MiB), 1 in place"
   std::string str() const;
 };
 
 // Assigns each value a buffer no value with an overlapping lifetime holds. Values are
 // visited in order of definition; a value takes the smallest free buffer that fits, else
 // grows the largest free one, else gets a new one. A buffer is free again after the last
-// use of its value (not during it: a step's outputs never overwrite its inputs).
+// use of its value (not during it: a step's outputs never overwrite its inputs), except
+// that a value takes its inplace_of value's buffer when that value's last use is this
+// value's defining step.
 MemoryPlan plan_memory(const std::vector<ValueLifetime>& values);
 
 }  // namespace kiln::cpu

@@ -142,6 +142,24 @@ bool Plan::is_epilogue_pair(const Step& mm, const Step& next, int next_index,
   const std::vector<int>& outer = next.fused->dim_groups.at(0);
   return !outer.empty() && outer.front() == 0;
 }
+int Plan::inplace_input(const Step& step, int index, const ir::Type& out,
+                        const std::vector<int>& last_use, const std::vector<int>& shared_index,
+                        const std::vector<int>& taken) {
+  if (!step.fused) return -1;
+  // Only elementwise kernels promise to read each element before writing the same element
+  // and never again (a row kernel reads its rows in several loops).
+  if (static_cast<const ops::FusedAttrs&>(*step.node->attrs).kind != "elementwise") return -1;
+  for (size_t j = 0; j < step.inputs.size(); ++j) {
+    int id = step.inputs[j];
+    if (id < 0 || shared_index[id] < 0 || last_use[id] != index) continue;
+    const ir::Type& t = step.node->inputs[j]->type;
+    // Same shape: read at exactly the elements written (not broadcast), and the same size.
+    if (t.dtype != out.dtype || t.shape != out.shape) continue;
+    if (std::find(taken.begin(), taken.end(), id) == taken.end()) return id;
+  }
+  return -1;
+}
+
 Plan::~Plan() = default;
 
 std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
@@ -223,7 +241,9 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
   for (size_t s = 0; s + 1 < steps.size(); ++s)
     plan->steps_[s].epilogue_next =
         is_epilogue_pair(steps[s], steps[s + 1], static_cast<int>(s + 1), last_use);
-  for (size_t s = 0; s < steps.size(); ++s)
+  std::vector<int> shared_index(static_cast<size_t>(top + 1), -1);  // value id -> shared_
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::vector<int> taken;  // inputs already given to an output of this step
     for (size_t k = 0; k < steps[s].outputs.size(); ++k) {
       if (!steps[s].reuse[k]) continue;
       int id = steps[s].outputs[k];
@@ -234,8 +254,18 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       value.lifetime.def = static_cast<int>(epilogue ? s - 1 : s);
       value.lifetime.last_use = last_use[id];
       value.type = &steps[s].node->outputs[k]->type;
+      if (!epilogue) {
+        int in = inplace_input(steps[s], static_cast<int>(s), *value.type, last_use, shared_index,
+                               taken);
+        if (in >= 0) {
+          value.lifetime.inplace_of = shared_index[in];
+          taken.push_back(in);
+        }
+      }
+      shared_index[id] = static_cast<int>(plan->shared_.size());
       plan->shared_.push_back(value);
     }
+  }
   if (plan->symbol_sources_.empty()) plan->plan_buffers(ir::SymbolValues{});
   return plan;
 }

@@ -81,6 +81,12 @@ class Plan {
   // the product's shape rows first, reads (an epilogue).
   static bool is_epilogue_pair(const Step& mm, const Step& next, int next_index,
                                const std::vector<int>& last_use);
+  // In place: an input of step `index` (a value id) whose buffer its output of type `out`
+  // may take: an elementwise kernel's same-shaped input that no later step reads, owned by
+  // the plan and not already `taken` by another output. -1: none.
+  static int inplace_input(const Step& step, int index, const ir::Type& out,
+                           const std::vector<int>& last_use, const std::vector<int>& shared_index,
+                           const std::vector<int>& taken);
   // Runs the matmul and its epilogue block of rows by block of rows across the threads, so
   // the epilogue reads each block of the product while it is in cache. False when there is
   // a single block (the steps then run one after the other).
