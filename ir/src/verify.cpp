@@ -12,6 +12,17 @@
 
 namespace kiln::ir {
 
+Tensor placeholder(const Value* v) {
+  if (!v) return Tensor();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = v->type.shape;
+  impl->strides = contiguous_strides(v->type.shape);
+  impl->dtype = v->type.dtype;
+  impl->device = v->type.device;
+  impl->symbolic = std::make_shared<SymbolicInfo>();
+  return Tensor(std::move(impl));
+}
+
 namespace {
 
 std::string value_str(const Value* v) {
@@ -43,18 +54,6 @@ std::string types_str(const std::vector<Value*>& values) {
   return out + ")";
 }
 
-// A tensor with the value's metadata and no storage, for the op's infer to read.
-Tensor placeholder(const Value* v) {
-  if (!v) return Tensor();
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = v->type.shape;
-  impl->strides = contiguous_strides(v->type.shape);
-  impl->dtype = v->type.dtype;
-  impl->device = v->type.device;
-  impl->symbolic = std::make_shared<SymbolicInfo>();
-  return Tensor(std::move(impl));
-}
-
 std::vector<Type> types_of(const std::vector<Value*>& values, size_t from, size_t to) {
   std::vector<Type> out;
   for (size_t i = from; i < to && i < values.size(); ++i)
@@ -74,11 +73,11 @@ std::vector<Type> output_types(const Graph& g) {
 
 void expect_types(const std::vector<Type>& want, const std::vector<Type>& got,
                   const std::string& where, const char* what) {
-  KILN_CHECK(want.size() == got.size(), where, what, ": expected ", want.size(),
-             " values, found ", got.size(), ".");
+  KILN_CHECK(want.size() == got.size(), where, what, ": expected ", want.size(), " values, found ",
+             got.size(), ".");
   for (size_t i = 0; i < want.size(); ++i)
-    KILN_CHECK(want[i] == got[i], where, what, " ", i, ": expected ", type_str(want[i]),
-               ", found ", type_str(got[i]), ".");
+    KILN_CHECK(want[i] == got[i], where, what, " ", i, ": expected ", type_str(want[i]), ", found ",
+               type_str(got[i]), ".");
 }
 
 std::vector<Type> concat(std::vector<Type> a, const std::vector<Type>& b) {
@@ -105,7 +104,8 @@ void check_region_signature(const Node& n, const std::string& where) {
     }
   } else if (op == &ops::while_loop) {
     size_t nc = static_cast<size_t>(static_cast<const ops::WhileLoopAttrs&>(*n.attrs).num_carry);
-    std::vector<Type> carry(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(std::min(nc, ins.size())));
+    std::vector<Type> carry(ins.begin(),
+                            ins.begin() + static_cast<std::ptrdiff_t>(std::min(nc, ins.size())));
     for (const auto& r : n.regions) expect_types(ins, input_types(*r), where, "loop region input");
     std::vector<Type> c = output_types(*n.regions[0]);
     KILN_CHECK(c.size() == 1 && numel(c[0].shape) == 1, where,
@@ -114,7 +114,8 @@ void check_region_signature(const Node& n, const std::string& where) {
     expect_types(carry, outs, where, "loop result");
   } else if (op == &ops::fori_loop) {
     size_t nc = static_cast<size_t>(static_cast<const ops::ForiLoopAttrs&>(*n.attrs).num_carry);
-    std::vector<Type> carry(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(std::min(nc, ins.size())));
+    std::vector<Type> carry(ins.begin(),
+                            ins.begin() + static_cast<std::ptrdiff_t>(std::min(nc, ins.size())));
     expect_types(concat({Type{DType::Int64, {}, kCPU}}, ins), input_types(*n.regions[0]), where,
                  "loop body input");
     expect_types(carry, output_types(*n.regions[0]), where, "loop body result");

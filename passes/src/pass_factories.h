@@ -12,5 +12,6 @@ std::unique_ptr<Pass> create_decompose_pass(const PassOptions& options);
 std::unique_ptr<Pass> create_dce_pass(const PassOptions& options);
 std::unique_ptr<Pass> create_cse_pass(const PassOptions& options);
 std::unique_ptr<Pass> create_fuse_pass(const PassOptions& options);
+std::unique_ptr<Pass> create_specialize_pass(const PassOptions& options);
 
 }  // namespace kiln::passes

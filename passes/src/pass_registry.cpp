@@ -24,12 +24,18 @@ Registry& registry() {
          create_canonicalize_pass},
         {"decompose",
          "splits softmax, log_softmax and layer_norm over the last dim into row reductions and "
-         "elementwise ops, for fusion",
+         "elementwise ops, and eval batch_norm into a scale and shift, for fusion",
          create_decompose_pass},
         {"dce", "removes nodes whose results are never used (keeps random and side-effect ops)",
          create_dce_pass},
         {"cse", "merges nodes that compute the same op on the same values", create_cse_pass},
-        {"fuse", "groups elementwise ops into fused kernels", create_fuse_pass},
+        {"fuse",
+         "groups elementwise ops, and reductions over the last dim with the ops around them, "
+         "into fused kernels",
+         create_fuse_pass},
+        // Not in the default pipeline: binds symbolic sizes (specialize{s0=64}).
+        {"specialize", "binds symbolic sizes to numbers (specialize{s0=64}): a static graph",
+         create_specialize_pass},
     };
     out.listing.assign(out.stable.begin(), out.stable.end());
     return out;

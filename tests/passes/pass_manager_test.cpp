@@ -36,7 +36,11 @@ TEST(PassManager, DefaultPipelineAndRegistry) {
   EXPECT_EQ(passes[3].name, "cse");
   EXPECT_EQ(passes[4].name, "fuse");
   ASSERT_NE(find_pass("fuse"), nullptr);
-  EXPECT_EQ(find_pass("fuse")->description, "groups elementwise ops into fused kernels");
+  EXPECT_EQ(find_pass("fuse")->description,
+            "groups elementwise ops, and reductions over the last dim with the ops around them, "
+            "into fused kernels");
+  ASSERT_GE(passes.size(), 6u);
+  EXPECT_EQ(passes[5].name, "specialize") << "registered, outside the default pipeline";
   EXPECT_EQ(find_pass("fsue"), nullptr);
   for (const PassInfo& info : passes) {
     EXPECT_FALSE(info.description.empty()) << info.name;

@@ -158,6 +158,10 @@ std::unique_ptr<Graph> clone_graph(const Graph& g);
 // inputs are named uniquely. Throws kiln::Error naming the node (op, module path,
 // location) and what is wrong.
 void verify(const Graph& g);
+
+// A tensor with v's type and no storage, for running an op's infer on the types of a graph
+// (undefined for a null value).
+Tensor placeholder(const Value* v);
 // A hash of the structure: ops, attributes, wiring, types, input kinds and names, outputs;
 // not value ids, module paths or locations. Equal graphs hash equally across processes.
 uint64_t structural_hash(const Graph& g);
