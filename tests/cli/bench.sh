@@ -36,6 +36,11 @@ has "$tmp/res.txt" '"num_blocks":2' "residual_mlp --config"
 has "$tmp/res.txt" "input x float32[4, 1, 28, 28]" "residual_mlp --batch"
 has "$tmp/res.txt" "backend: cpu: passes" "residual_mlp"
 
+run frozen bench --model fashion_mlp --iters 2 --freeze
+[ "$rc" -eq 0 ] || fail "--freeze: exit $rc: $(cat "$tmp/frozen.txt")"
+table "$tmp/frozen.txt" "--freeze"
+has "$tmp/frozen.txt" "frozen parameters" "--freeze"
+
 run interp bench --model fashion_mlp --iters 2 --backend interp
 [ "$rc" -eq 0 ] || fail "--backend interp: exit $rc: $(cat "$tmp/interp.txt")"
 table "$tmp/interp.txt" "--backend interp"

@@ -20,6 +20,12 @@ has "$tmp/mlp.txt" "backend: cpu: passes" "fashion_mlp"
 has "$tmp/mlp.txt" "passes: canonicalize" "fashion_mlp"
 has "$tmp/mlp.txt" "fused(" "fashion_mlp"
 
+# --freeze: the parameters fold into the graph (the weights' transposes become constants).
+run frozen explain --model fashion_mlp --freeze
+[ "$rc" -eq 0 ] || fail "--freeze: exit $rc: $(cat "$tmp/frozen.txt")"
+has "$tmp/frozen.txt" "frozen parameters" "--freeze"
+if grep -q "frozen parameters" "$tmp/mlp.txt"; then fail "without --freeze: parameters frozen"; fi
+
 run interp explain --model fashion_mlp --backend interp
 [ "$rc" -eq 0 ] || fail "--backend interp: exit $rc: $(cat "$tmp/interp.txt")"
 has "$tmp/interp.txt" "(backend interp)" "--backend interp"

@@ -1,4 +1,5 @@
-// `kiln bench --model NAME [--batch N] [--iters N] [--backend cpu|interp] [--config JSON]`:
+// `kiln bench --model NAME [--batch N] [--iters N] [--backend cpu|interp] [--freeze]
+// [--config JSON]`:
 // times a catalog model (random weights, eval mode, seed 0, no gradients) eagerly and through
 // kiln::compile, and prints µs per call of each, their ratio, the time of the first compiled
 // call (trace, passes, code generation) and the backend's compile stats from kiln::explain.
@@ -63,7 +64,7 @@ std::string row(const std::string& label, const std::string& value) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& raw) {
-  Args args("bench", raw, {"model", "config", "batch", "iters", "backend"});
+  Args args("bench", raw, {"model", "config", "batch", "iters", "backend"}, {"freeze"});
   KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
   const std::string name = args.str("model", "");
   const json::Value config = models::resolve_config(name, parse_config_option(args));
@@ -86,6 +87,7 @@ int run_bench(const std::vector<std::string>& raw) {
 
   CompileOptions options;
   options.backend = backend;
+  options.freeze = args.has("freeze");
   auto compiled = compile(model, options);
   Clock::time_point start = Clock::now();
   Tensor got = compiled(x);

@@ -1,10 +1,11 @@
-// `kiln explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--dot FILE]
+// `kiln explain --model NAME [--config JSON] [--batch N] [--fullgraph] [--freeze] [--dot FILE]
 // [--backend cpu|interp]`: compiles a catalog model (random weights, eval mode, seed 0, no
 // gradients), calls it on a random batch and then on one of batch + 1 (to show a recompile),
 // and prints the traced graph and kiln::explain's report: graphs, guards, graph breaks with
 // their source lines, recompiles with reasons, the backend, pass timings, the graph after
 // the passes (fusion groups). --dot FILE draws the traced graph, and FILE's stem +
-// ".fused.dot" the graph after the passes with each fusion group as a cluster.
+// ".fused.dot" the graph after the passes with each fusion group as a cluster. --freeze
+// compiles with CompileOptions::freeze (parameters folded into the graph).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -79,7 +80,8 @@ void write_dot(const ir::Graph& graph, const ir::DotOptions& options, const std:
 }  // namespace
 
 int run_explain(const std::vector<std::string>& raw) {
-  Args args("explain", raw, {"model", "config", "batch", "dot", "backend"}, {"fullgraph"});
+  Args args("explain", raw, {"model", "config", "batch", "dot", "backend"},
+            {"fullgraph", "freeze"});
   KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
   const std::string name = args.str("model", "");
   const json::Value config = models::resolve_config(name, parse_config_option(args));
@@ -113,6 +115,7 @@ int run_explain(const std::vector<std::string>& raw) {
   CompileOptions options;
   options.fullgraph = fullgraph;
   options.backend = args.str("backend", options.backend);
+  options.freeze = args.has("freeze");
   NoGradGuard no_grad;  // inference: the compiled backend runs its generated kernels
   auto compiled = compile(model, options);
   try {
