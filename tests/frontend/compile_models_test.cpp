@@ -207,21 +207,21 @@ void check_cpu(const ModelCase& c, bool training) {
   }
 }
 
-#define KILN_MODEL_TESTS(Name, case_fn)     \
-  TEST(CompileModels, Name##Eval) {         \
-    check_eval(case_fn());                  \
-  }                                         \
-  TEST(CompileModels, Name##Training) {     \
-    check_training(case_fn());              \
-  }                                         \
-  TEST(CompileModels, Name##AdamSteps) {    \
-    check_adam(case_fn());                  \
-  }                                         \
-  TEST(CompileModels, Name##CpuEval) {      \
-    check_cpu(case_fn(), false);            \
-  }                                         \
-  TEST(CompileModels, Name##CpuTraining) {  \
-    check_cpu(case_fn(), true);             \
+#define KILN_MODEL_TESTS(Name, case_fn)    \
+  TEST(CompileModels, Name##Eval) {        \
+    check_eval(case_fn());                 \
+  }                                        \
+  TEST(CompileModels, Name##Training) {    \
+    check_training(case_fn());             \
+  }                                        \
+  TEST(CompileModels, Name##AdamSteps) {   \
+    check_adam(case_fn());                 \
+  }                                        \
+  TEST(CompileModels, Name##CpuEval) {     \
+    check_cpu(case_fn(), false);           \
+  }                                        \
+  TEST(CompileModels, Name##CpuTraining) { \
+    check_cpu(case_fn(), true);            \
   }
 
 std::function<Tensor(int)> randn_inputs(std::vector<int64_t> shape) {
@@ -483,6 +483,49 @@ TEST(CompileModels, EncoderLayerWithAnAbsentMask) {
   Tensor x = randn({2, 3, 8});
   Tensor padding = Tensor::from_vector<float>({0, 0, 1, 0, 0, 0}).reshape({2, 3}) > 0;
   EXPECT_TRUE(same_bits(compiled(x, Tensor(), padding), nn::call(*model, x, Tensor(), padding)));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// How many kernels fusion makes of the catalog models, named and checked: a change in the
+// passes that splits or merges groups shows up here first.
+ExplainEntry compiled_entry(const std::string& name, const std::vector<int64_t>& input_shape) {
+  manual_seed(0);
+  std::shared_ptr<nn::Module> model = models::build_model(name);
+  model->eval();
+  NoGradGuard no_grad;
+  auto compiled = compile(model, {.dynamic = CompileOptions::Dynamic::Off});
+  compiled(randn(input_shape));
+  return explain(compiled).entries.at(0);
+}
+
+TEST(CompileModels, ResidualMlpAtBatch64FusesIntoTenKernels) {
+  // The stem's bias + ReLU (2 ops), per block the up-projection's bias + ReLU and the
+  // down-projection's bias + residual add (4 ops, 4 blocks), the head's bias (1 op): 10
+  // kernels of 19 ops, each run with the matmul before it as its epilogue.
+  ExplainEntry e = compiled_entry("residual_mlp", {64, 1, 28, 28});
+  EXPECT_NE(e.backend.find("10 kernels (19 ops)"), std::string::npos) << e.backend;
+  EXPECT_NE(e.backend.find("10 epilogues"), std::string::npos) << e.backend;
+}
+
+TEST(CompileModels, TransformerLayerNormsAreRowKernelsWithTheirResidualAdds) {
+  // Two encoder layers with two layer_norms each, and the encoder's final norm: 5 row
+  // kernels, each with the residual (or positional) add before it.
+  ExplainEntry e = compiled_entry("transformer", {4, 1, 28, 28});
+  size_t rows = 0;
+  for (size_t at = 0; (at = e.optimized_graph_text.find("kind=\"row\"", at)) != std::string::npos;
+       ++at)
+    ++rows;
+  EXPECT_EQ(rows, 5u) << e.optimized_graph_text;
+  EXPECT_NE(e.backend.find("13 kernels (75 ops)"), std::string::npos) << e.backend;
+  int with_add = 0;
+  for (const std::string& group : e.fusion_groups)
+    with_add += group.rfind("add, add, sum, div, sub", 0) == 0;
+  EXPECT_EQ(with_add, 5) << e.backend;
 }
 
 }  // namespace
