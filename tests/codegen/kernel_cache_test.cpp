@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -520,6 +521,60 @@ TEST(CodegenCache, ConcurrentWritersLeaveOneWholeEntry) {
 }
 
 // ---- the default directory ----
+
+// ---- the size limit ----
+
+// An entry of about `bytes` for `key`, last used `age` ago.
+void store_aged(const KernelCache& cache, const std::string& key, size_t bytes,
+                std::chrono::seconds age) {
+  ASSERT_EQ(cache.store(key, {std::string(bytes, 'x'), {"k"}}), "");
+  fs::last_write_time(cache.path(key), fs::file_time_type::clock::now() - age);
+}
+
+TEST(CodegenCache, EvictsTheLeastRecentlyUsedEntriesBeyondTheLimit) {
+  TempDir dir;
+  KernelCache cache(dir.path(), 3500);  // room for three entries of ~1 KiB
+  using std::chrono::seconds;
+  store_aged(cache, std::string(32, 'a'), 1000, seconds(500));
+  store_aged(cache, std::string(32, 'b'), 1000, seconds(400));
+  store_aged(cache, std::string(32, 'c'), 1000, seconds(300));
+  store_aged(cache, std::string(32, 'd'), 1000, seconds(200));
+  // A hit makes 'a' the most recently used.
+  std::string problem;
+  ASSERT_TRUE(cache.load(std::string(32, 'a'), problem).has_value()) << problem;
+  store_aged(cache, std::string(32, 'e'), 1000, seconds(0));
+  EXPECT_EQ(cache.evict(std::string(32, 'e')), 2);
+  std::vector<std::string> left;
+  for (const auto& f : fs::directory_iterator(dir.path()))
+    left.push_back(f.path().filename().string().substr(0, 1));
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"a", "d", "e"})) << "b and c were used longest ago";
+  EXPECT_EQ(cache.evict(std::string(32, 'e')), 0) << "within the limit now";
+}
+
+TEST(CodegenCache, EvictionNeverDeletesTheEntryJustWrittenAndSaysWhatItDid) {
+  TempDir dir;
+  {  // A limit smaller than one entry keeps the newest entry anyway.
+    KernelCache tiny(dir.path(), 10);
+    store_aged(tiny, std::string(32, 'a'), 1000, std::chrono::seconds(100));
+    store_aged(tiny, std::string(32, 'b'), 1000, std::chrono::seconds(0));
+    EXPECT_EQ(tiny.evict(std::string(32, 'b')), 1);
+    EXPECT_TRUE(fs::exists(tiny.path(std::string(32, 'b'))));
+  }
+  // Through compile_kernels: the note says how many entries went, and the limit comes from
+  // KILN_CACHE_MAX_MB (0: keep only the newest).
+  EnvVar limit("KILN_CACHE_MAX_MB", "0");
+  EXPECT_EQ(default_cache_max_bytes(), 0u);
+  Kernels k = five_op_kernel();
+  std::unique_ptr<KernelModule> module = compile_kernels(k.specs, cached_in(dir));
+  EXPECT_NE(module->cache_note().find("; evicted 1 least recently used entries"), std::string::npos)
+      << module->cache_note();
+  EXPECT_EQ(entries_in(dir.path()).size(), 1u);
+  EnvVar unset("KILN_CACHE_MAX_MB", nullptr);
+  EXPECT_EQ(default_cache_max_bytes(), size_t{256} << 20);
+  EnvVar junk("KILN_CACHE_MAX_MB", "lots");
+  EXPECT_EQ(default_cache_max_bytes(), size_t{256} << 20) << "an unreadable limit: the default";
+}
 
 TEST(CodegenCache, DefaultDirectoryFollowsTheEnvironment) {
   EnvVar kiln("KILN_CACHE_DIR", "/tmp/kiln-explicit");

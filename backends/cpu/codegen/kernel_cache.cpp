@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -99,7 +100,18 @@ std::string kernel_cache_key(const KernelCacheKeyParts& parts) {
   return key;
 }
 
-KernelCache::KernelCache(std::string dir) : dir_(std::move(dir)) {
+size_t default_cache_max_bytes() {
+  constexpr size_t kMiB = size_t{1} << 20;
+  if (const char* env = std::getenv("KILN_CACHE_MAX_MB")) {
+    char* end = nullptr;
+    unsigned long long mb = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0') return static_cast<size_t>(mb) * kMiB;
+  }
+  return 256 * kMiB;
+}
+
+KernelCache::KernelCache(std::string dir, size_t max_bytes)
+    : dir_(std::move(dir)), max_bytes_(max_bytes) {
   if (dir_.empty() || dir_ == "off") {
     note_ = "cache disabled";
     return;
@@ -180,6 +192,8 @@ std::optional<KernelCacheEntry> KernelCache::load(const std::string& key,
   }
   bytes.resize(t.object_size);
   entry.object = std::move(bytes);
+  std::error_code ec;  // used now: the last to be evicted (best effort)
+  fs::last_write_time(path(key), fs::file_time_type::clock::now(), ec);
   return entry;
 }
 
@@ -210,6 +224,42 @@ std::string KernelCache::store(const std::string& key, const KernelCacheEntry& e
     return "cannot write " + path(key) + ": " + error;
   }
   return "";
+}
+
+int KernelCache::evict(const std::string& keep) const {
+  if (!enabled_) return 0;
+  struct File {
+    fs::path path;
+    uintmax_t size;
+    fs::file_time_type used;
+  };
+  std::vector<File> files;
+  uintmax_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".o") continue;  // temporaries of other writers stay
+    std::error_code size_ec, time_ec;
+    uintmax_t size = fs::file_size(p, size_ec);
+    fs::file_time_type used = fs::last_write_time(p, time_ec);
+    if (size_ec || time_ec) continue;
+    files.push_back({p, size, used});
+    total += size;
+  }
+  std::sort(files.begin(), files.end(),
+            [](const File& a, const File& b) { return a.used < b.used; });
+  int deleted = 0;
+  const fs::path kept = path(keep);
+  for (const File& f : files) {
+    if (total <= max_bytes_) break;
+    if (f.path == kept) continue;
+    std::error_code remove_ec;
+    if (fs::remove(f.path, remove_ec)) {
+      total -= f.size;
+      ++deleted;
+    }
+  }
+  return deleted;
 }
 
 }  // namespace kiln::codegen

@@ -1418,6 +1418,10 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
           "cache entry " + path + " unusable (" + unusable + "): recompiled and rewritten";
     else
       result->cache_note_ = "cache miss (written " + path + ")";
+    if (failed.empty())
+      if (int evicted = cache.evict(key))
+        result->cache_note_ += "; evicted " + std::to_string(evicted) +
+                               " least recently used entries (limit KILN_CACHE_MAX_MB)";
   }
   result->timings_.llvm_ms = ms_since(start);
 
