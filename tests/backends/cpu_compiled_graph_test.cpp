@@ -8,6 +8,7 @@
 #include "kiln/backends/cpu_compiler.h"
 #include "kiln/backends/interp.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/reduction.h"
 #include "test_util.h"
 
 namespace kiln::cpu {
@@ -105,6 +106,27 @@ TEST(CpuCompiledGraph, IntermediatesShareBuffersByLiveness) {
     std::vector<Tensor> vin{randn({4, 4}), randn({4, 4})};
     expect_close(with_view.run(vin), reference(viewed, vin));
   }
+}
+
+// An op whose CPU kernel slot is empty (a backend that did not register it): compiling names
+// the op and the fix. amin's slot is emptied for the test and restored after.
+TEST(CpuCompiledGraph, AnOpWithoutACpuKernelIsReportedAtCompileTime) {
+  init();
+  KernelFn& slot = ops::amin.kernels[static_cast<size_t>(DeviceType::CPU)];
+  struct Restore {
+    KernelFn& slot;
+    KernelFn saved;
+    ~Restore() { slot = saved; }
+  } restore{slot, slot};
+  slot = nullptr;
+  const char* text = R"(graph g {
+  input %0 "x": float32[4, 3]
+  %1: float32[3] = amin(%0) {dims=[0], keepdim=false}
+  return %1
+})";
+  expect_error(
+      [&] { CompiledGraph compiled(*ir::parse_graph(text), verified()); },
+      {"[cpu] amin has no CPU kernel registered", "Fix: call kiln::init() before compiling"});
 }
 
 // An elementwise kernel that reads an intermediate for the last time, at the elements it
