@@ -12,7 +12,7 @@
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
-#include "plan.h"
+#include "kiln/cpu_exec/plan.h"
 
 namespace kiln::cpu {
 

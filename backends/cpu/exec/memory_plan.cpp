@@ -1,5 +1,5 @@
 // Liveness-based buffer sharing (memory_plan.h).
-#include "memory_plan.h"
+#include "kiln/cpu_exec/memory_plan.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,6 +1,6 @@
 // The planned executor (plan.h): steps built once from the optimized graph, run per call
 // over reusable buffers.
-#include "plan.h"
+#include "kiln/cpu_exec/plan.h"
 
 #include <algorithm>
 #include <unordered_set>

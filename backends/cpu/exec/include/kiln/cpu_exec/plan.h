@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu_exec/kernel_spec.h"
+#include "kiln/cpu_exec/memory_plan.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/symbol_binding.h"
-#include "memory_plan.h"
 
 namespace kiln::cpu {
 

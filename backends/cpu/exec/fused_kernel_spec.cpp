@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu_exec/kernel_spec.h"
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
