@@ -1187,8 +1187,10 @@ class JitKernelModule final : public KernelModule {
   const std::string& target() const override { return target_; }
   bool from_cache() const override { return from_cache_; }
   const std::string& cache_note() const override { return cache_note_; }
+  const std::string& object() const override { return object_; }
 
   std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the kernels' machine code
+  std::string object_;
   std::map<std::string, KernelFn> kernels_;
   CodegenTimings timings_;
   std::string mlir_text_;
@@ -1236,7 +1238,8 @@ std::string compiler_description(const mlir::PassManager& pm, bool has_fma,
   llvm::raw_string_ostream os(text);
   os << "kiln " << KILN_VERSION_STRING << "; codegen revision " << kCodegenRevision << "; LLVM "
      << LLVM_VERSION_STRING << "; " << (options.host_cpu_features ? "host cpu" : "portable")
-     << "; math approximations" << (has_fma ? "" : " with fma expanded") << "; pipeline ";
+     << (options.position_independent ? "; position independent" : "") << "; math approximations"
+     << (has_fma ? "" : " with fma expanded") << "; pipeline ";
   pm.printAsTextualPipeline(os);
   os << "; LLVM O3, codegen Aggressive";
   return text;
@@ -1356,6 +1359,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
   DiagnosticCollector diags(&ctx);
 
   llvm::orc::JITTargetMachineBuilder jtmb = target_builder(options.host_cpu_features);
+  if (options.position_independent) jtmb.setRelocationModel(llvm::Reloc::PIC_);
   std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(jtmb);
   const llvm::DataLayout layout = tm->createDataLayout();
 
@@ -1396,6 +1400,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
     if (entry && unusable.empty()) {
       result->from_cache_ = true;
       result->cache_note_ = "cache hit " + cache.path(key);
+      result->object_ = std::move(entry->object);
       return result;
     }
   }
@@ -1430,6 +1435,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
   KILN_CHECK(error.empty(), "[codegen] expected the JIT to link the compiled kernels, got: ", error,
              ". Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp.");
   result->timings_.load_ms += ms_since(start);
+  result->object_ = std::move(object);
   return result;
 }
 

@@ -24,6 +24,9 @@ struct CodegenOptions {
   // Turn on the host's vector units (AVX2/FMA here) as detected at run time; off makes
   // portable scalar-ish code (for comparing against).
   bool host_cpu_features = true;
+  // Position-independent machine code, which can be linked into a shared library
+  // (link_shared_library) for ahead-of-time export. The JIT runs either kind.
+  bool position_independent = false;
   // Where compiled modules are kept between processes (kiln/codegen/kernel_cache.h): a hit
   // skips the MLIR lowering and LLVM. Empty or "off": no cache. Callers that want the user's
   // cache pass default_cache_dir(). The cache never makes a compile fail: an unusable
@@ -61,6 +64,8 @@ class KernelModule {
   // What the cache did: "cache hit <path>", "cache miss (written <path>)", "cache disabled",
   // "cache unwritable: <why>; ...", or a damaged entry that was recompiled and rewritten.
   virtual const std::string& cache_note() const = 0;
+  // The module's machine code as a relocatable ELF object file (what the JIT linked).
+  virtual const std::string& object() const = 0;
 };
 
 // Generates, lowers and JIT-compiles all `kernels` into one module. Throws kiln::Error with
@@ -70,5 +75,11 @@ class KernelModule {
 // With options.cache_dir, a module compiled before (by any process) is loaded from there.
 std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> kernels,
                                               const CodegenOptions& options = {});
+
+// Links a module's object file (KernelModule::object() of a position_independent module)
+// into the shared library `path`, with the system's C compiler driver ($CC, else cc) and
+// libm. The library exports every kernel under its name; kiln::cpu::KernelLibrary loads it
+// without MLIR or LLVM. Throws kiln::Error naming the compiler's output when linking fails.
+void link_shared_library(const std::string& object, const std::string& path);
 
 }  // namespace kiln::codegen
