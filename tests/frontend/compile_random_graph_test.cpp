@@ -41,9 +41,6 @@ void expect_close(const std::vector<Tensor>& got, const std::vector<Tensor>& wan
 std::vector<Tensor> flat(Tensor t) {
   return {std::move(t)};
 }
-std::vector<Tensor> flat(std::vector<Tensor> ts) {
-  return ts;
-}
 
 // ---- graphs ----
 
