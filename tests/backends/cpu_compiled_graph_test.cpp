@@ -200,6 +200,38 @@ TEST(CpuCompiledGraph, GemmEpiloguesRunBlockByBlock) {
   }
 }
 
+// A linear layer over a batch of sequences (x [B, T, K] @ w [K, N]): blocks of the batch
+// are blocks of the product, so its bias and activation are an epilogue too.
+TEST(CpuCompiledGraph, BatchedLinearLayersTakeEpilogues) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[8, 12, 32]
+  input %1 "w": float32[32, 24]
+  input %2 "b": float32[24]
+  %3: float32[8, 12, 24] = matmul(%0, %1) {}
+  %4: float32[8, 12, 24] = add(%3, %2) {}
+  %5: float32[8, 12, 24] = gelu(%4) {tanh=false}
+  return %5
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().epilogues, 1) << compiled.stats().str();
+  Generator gen(12);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({8, 12, 32}, {}, &gen), randn({32, 24}, {}, &gen),
+                           randn({24}, {}, &gen)};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+  // Both operands batched: not an epilogue (the weight differs per block of the batch).
+  const char* both = R"(graph g {
+  input %0 "x": float32[8, 12, 32]
+  input %1 "y": float32[8, 32, 24]
+  %2: float32[8, 12, 24] = matmul(%0, %1) {}
+  %3: float32[8, 12, 24] = relu(%2) {}
+  return %3
+})";
+  CompiledGraph batched(*ir::parse_graph(both), verified());
+  EXPECT_EQ(batched.stats().epilogues, 0) << batched.stats().str();
+}
+
 // A linear layer followed by layer_norm: decompose and fuse make the norm one row group
 // over the product's rows, which runs block by block with the matmul like any epilogue.
 TEST(CpuCompiledGraph, RowGroupsAreGemmEpiloguesToo) {

@@ -131,9 +131,13 @@ bool Plan::is_epilogue_pair(const Step& mm, const Step& next, int next_index,
                             const std::vector<int>& last_use) {
   if (mm.node->op != &ops::matmul || !next.fused || !mm.reuse[0]) return false;
   const ir::Type& product = mm.node->outputs[0]->type;
-  if (product.shape.size() != 2 || !is_floating(product.dtype)) return false;
-  for (const ir::Value* v : mm.node->inputs)
-    if (!v || v->type.shape.size() != 2) return false;
+  if (product.shape.size() < 2 || !is_floating(product.dtype)) return false;
+  // x [rows, ..., K] @ w [K, N]: blocks of x's leading dim make the same blocks of the
+  // product (a linear layer over a batch of sequences, too).
+  const ir::Value* x = mm.node->inputs[0];
+  const ir::Value* w = mm.node->inputs[1];
+  if (!x || !w || w->type.shape.size() != 2 || x->type.shape.size() != product.shape.size())
+    return false;
   // Only the group reads the product, and the group iterates over the product's shape with
   // the rows outermost.
   if (last_use[mm.outputs[0]] != next_index) return false;
@@ -366,9 +370,9 @@ int Plan::epilogues() const {
 bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols) {
   Tensor a = slots_[mm.inputs[0]], b = slots_[mm.inputs[1]];
   Tensor product = shared_tensors_[mm.outputs[0]];
-  const int64_t rows = product.size(0), cols = product.size(1);
+  const int64_t rows = product.size(0);
   const int64_t blocks =
-      std::min<int64_t>(rows, std::max<int64_t>(num_threads(), rows * cols / kParallelGrain));
+      std::min<int64_t>(rows, std::max<int64_t>(num_threads(), product.numel() / kParallelGrain));
   if (blocks < 2) return false;  // nothing to overlap: run the two steps one after the other
   slots_[mm.outputs[0]] = product;
   SmallVector<Tensor, 8> operands;
@@ -389,7 +393,7 @@ bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& s
       if (r0 >= r1) continue;
       Tensor a_rows = a.slice(0, r0, r1), c_rows = product.slice(0, r0, r1);
       Tensor inputs[2] = {a_rows, b};
-      TensorTypes types{{product.dtype(), Shape{r1 - r0, cols}, product.device()}};
+      TensorTypes types{{product.dtype(), Shape(c_rows.sizes()), product.device()}};
       KernelCall call{op, TensorSpan(inputs, 2), *mm.attrs, std::span<Tensor>(&c_rows, 1), types};
       mm.kernel(call);
       launch.run(r0 * per_row, r1 * per_row);

@@ -77,8 +77,8 @@ class Plan {
   };
   // Assigns the shared values' buffers for these sizes and makes their tensors.
   void plan_buffers(const ir::SymbolValues& symbols);
-  // Whether `mm` is a 2-D matmul whose product only `next`, a fusion group iterating over
-  // the product's shape rows first, reads (an epilogue).
+  // Whether `mm` is a matmul of x [rows, ..., K] by a 2-D weight whose product only `next`,
+  // a fusion group iterating over the product's shape rows first, reads (an epilogue).
   static bool is_epilogue_pair(const Step& mm, const Step& next, int next_index,
                                const std::vector<int>& last_use);
   // In place: an input of step `index` (a value id) whose buffer its output of type `out`
