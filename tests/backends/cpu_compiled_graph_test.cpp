@@ -232,6 +232,57 @@ TEST(CpuCompiledGraph, BatchedLinearLayersTakeEpilogues) {
   EXPECT_EQ(batched.stats().epilogues, 0) << batched.stats().str();
 }
 
+// kiln's Linear over [B, T, K] flattens to [B*T, K], multiplies and views the product back
+// as [B, T, N]: the view runs first, and the group reading it is the matmul's epilogue, as
+// long as its first iteration dim covers whole rows of the product.
+TEST(CpuCompiledGraph, EpiloguesReadTheProductThroughAView) {
+  const char* text = R"(graph g {
+  input %0 "x": float32[24, 32]
+  input %1 "w": float32[32, 16]
+  input %2 "b": float32[16]
+  %3: float32[24, 16] = matmul(%0, %1) {}
+  %4: float32[4, 6, 16] = view(%3) {shape=[4, 6, 16]}
+  %5: float32[4, 6, 16] = add(%4, %2) {}
+  %6: float32[4, 6, 16] = relu(%5) {}
+  return %6
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().epilogues, 1) << compiled.stats().str();
+  Generator gen(13);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> in{randn({24, 32}, {}, &gen), randn({32, 16}, {}, &gen),
+                           randn({16}, {}, &gen)};
+    expect_close(compiled.run(in), reference(text, in));
+  }
+  // Not when the group's rows cut across the product's ([4, 96]: each of its rows holds six
+  // of the product's), nor when the view is read again later.
+  const char* across = R"(graph g {
+  input %0 "x": float32[24, 32]
+  input %1 "w": float32[32, 16]
+  input %2 "b": float32[96]
+  %3: float32[24, 16] = matmul(%0, %1) {}
+  %4: float32[4, 96] = view(%3) {shape=[4, 96]}
+  %5: float32[4, 96] = add(%4, %2) {}
+  return %5
+})";
+  const char* reread = R"(graph g {
+  input %0 "x": float32[24, 32]
+  input %1 "w": float32[32, 16]
+  %3: float32[24, 16] = matmul(%0, %1) {}
+  %4: float32[4, 6, 16] = view(%3) {shape=[4, 6, 16]}
+  %5: float32[4, 6, 16] = relu(%4) {}
+  %6: float32[6, 16] = sum(%4) {dims=[0], keepdim=false}
+  return %5, %6
+})";
+  for (const char* other : {across, reread}) {
+    CompiledGraph unpaired(*ir::parse_graph(other), verified());
+    EXPECT_EQ(unpaired.stats().epilogues, 0) << unpaired.stats().str() << "\n" << other;
+    std::vector<Tensor> in{randn({24, 32}, {}, &gen), randn({32, 16}, {}, &gen)};
+    if (other == across) in.push_back(randn({96}, {}, &gen));
+    expect_close(unpaired.run(in), reference(other, in));
+  }
+}
+
 // A linear layer followed by layer_norm: decompose and fuse make the norm one row group
 // over the product's rows, which runs block by block with the matmul like any epilogue.
 TEST(CpuCompiledGraph, RowGroupsAreGemmEpiloguesToo) {

@@ -8,6 +8,7 @@
 #include "kiln/error.h"
 #include "kiln/ops/fused.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/view.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu {
@@ -120,16 +121,39 @@ struct Plan::Step {
   std::vector<int> inputs, outputs;  // value ids; -1 for an absent input
   std::vector<bool> reuse;           // by output: its buffer may be reused next call
   TensorTypes types;                 // output types (symbols substituted per call)
-  // A matmul whose product only the next step (a fusion group over the product's shape)
-  // reads: the two run together, block of rows by block of rows (run_with_epilogue).
-  bool epilogue_next = false;
+  // A matmul whose product only a fusion group over the product's rows reads: the two run
+  // together, block of rows by block of rows (run_with_epilogue). 1: the group is the next
+  // step; 2: the next step views the product in another shape (a linear layer over a batch
+  // of sequences flattens and unflattens) and the group after it reads that view.
+  int epilogue_distance = 0;
 };
 
 Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
 
-bool Plan::is_epilogue_pair(const Step& mm, const Step& next, int next_index,
+int Plan::epilogue_distance(const std::vector<Step>& steps, size_t s,
                             const std::vector<int>& last_use) {
-  if (mm.node->op != &ops::matmul || !next.fused || !mm.reuse[0]) return false;
+  const Step& mm = steps[s];
+  if (mm.node->op != &ops::matmul || !mm.reuse[0] || s + 1 >= steps.size()) return 0;
+  // The value the group reads: the product, or a view of it in the group's shape.
+  const int product = mm.outputs[0];
+  int distance = 1;
+  int read = product;
+  const Step& after = steps[s + 1];
+  if (after.node->op == &ops::view && after.inputs[0] == product && s + 2 < steps.size()) {
+    distance = 2;
+    read = after.outputs[0];
+  }
+  // Nothing after the group reads the product (a read of its view counts as one of it).
+  const Step& next = steps[s + distance];
+  const int group = static_cast<int>(s) + distance;
+  if (!next.fused || last_use[read] != group || last_use[product] != group) return 0;
+  const Shape& shape = steps[s + distance - 1].node->outputs[0]->type.shape;
+  if (!is_epilogue_pair(mm, next, shape)) return 0;
+  return distance;
+}
+
+bool Plan::is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_shape) {
+  if (!next.fused) return false;
   const ir::Type& product = mm.node->outputs[0]->type;
   if (product.shape.size() < 2 || !is_floating(product.dtype)) return false;
   // x [rows, ..., K] @ w [K, N]: blocks of x's leading dim make the same blocks of the
@@ -138,13 +162,17 @@ bool Plan::is_epilogue_pair(const Step& mm, const Step& next, int next_index,
   const ir::Value* w = mm.node->inputs[1];
   if (!x || !w || w->type.shape.size() != 2 || x->type.shape.size() != product.shape.size())
     return false;
-  // Only the group reads the product, and the group iterates over the product's shape with
-  // the rows outermost.
-  if (last_use[mm.outputs[0]] != next_index) return false;
+  // The group iterates over what it reads (in the product's element order) and its first
+  // iteration dim covers whole rows of the product, so a block of rows is a range of it.
+  // Sizes may be symbolic: their encodings are products of primes, so divisibility holds
+  // for every run-time size when it holds for them.
   for (const ir::Value* v : next.node->outputs)
-    if (v->type.shape != product.shape) return false;
+    if (v->type.shape != read_shape) return false;
   const std::vector<int>& outer = next.fused->dim_groups.at(0);
-  return !outer.empty() && outer.front() == 0;
+  if (outer.empty() || outer.front() != 0 || next.fused->iteration != read_shape) return false;
+  int64_t first = 1;
+  for (int d : outer) first *= read_shape[static_cast<size_t>(d)];
+  return product.shape[0] > 0 && first % product.shape[0] == 0;
 }
 int Plan::inplace_input(const Step& step, int index, const ir::Type& out,
                         const std::vector<int>& last_use, const std::vector<int>& shared_index,
@@ -242,9 +270,13 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       }
     }
   }
-  for (size_t s = 0; s + 1 < steps.size(); ++s)
-    plan->steps_[s].epilogue_next =
-        is_epilogue_pair(steps[s], steps[s + 1], static_cast<int>(s + 1), last_use);
+  // by step: the matmul whose epilogue it is, or -1
+  std::vector<int> epilogue_of(steps.size(), -1);
+  for (size_t s = 0; s + 1 < steps.size(); ++s) {
+    int distance = epilogue_distance(steps, s, last_use);
+    plan->steps_[s].epilogue_distance = distance;
+    if (distance) epilogue_of[s + static_cast<size_t>(distance)] = static_cast<int>(s);
+  }
   std::vector<int> shared_index(static_cast<size_t>(top + 1), -1);  // value id -> shared_
   for (size_t s = 0; s < steps.size(); ++s) {
     std::vector<int> taken;  // inputs already given to an output of this step
@@ -254,8 +286,8 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       SharedValue value;
       value.id = id;
       // An epilogue's results are written while its matmul still reads its operands.
-      bool epilogue = s > 0 && steps[s - 1].epilogue_next;
-      value.lifetime.def = static_cast<int>(epilogue ? s - 1 : s);
+      bool epilogue = epilogue_of[s] >= 0;
+      value.lifetime.def = epilogue ? epilogue_of[s] : static_cast<int>(s);
       value.lifetime.last_use = last_use[id];
       value.type = &steps[s].node->outputs[k]->type;
       if (!epilogue) {
@@ -298,6 +330,44 @@ void Plan::plan_buffers(const ir::SymbolValues& symbols) {
   buffers_planned_ = true;
 }
 
+void Plan::run_step(Step& step, const ir::SymbolValues& symbols) {
+  SmallVector<Tensor, 4> args;
+  SmallVector<Tensor, 2> results;
+  for (int id : step.inputs) args.push_back(id >= 0 ? slots_[id] : Tensor());
+  results.resize(step.outputs.size());
+  for (size_t k = 0; k < step.outputs.size(); ++k)
+    results[k] = step.reuse[k] ? shared_tensors_[step.outputs[k]] : Tensor();
+  if (step.fused) {
+    run_fused_kernel(*step.fused, *step.node, TensorSpan(args.data(), args.size()), symbols,
+                     std::span<Tensor>(results.data(), results.size()), true);
+  } else {
+    const OpDef& op = *step.node->op;
+    if (step.symbolic_attrs) {
+      step.attrs = step.node->attrs->clone();
+      step.attrs->map_ints([&](int64_t v) { return ir::substitute_size(v, symbols); });
+    }
+    if (step.reseed && !replay_recorded_random_)
+      op.reseed(*step.attrs, TensorSpan(args.data(), args.size()));
+    TensorTypes resized;  // only graphs with symbolic sizes pay for a copy
+    if (step.symbolic_types) {
+      resized = step.types;
+      for (TensorType& t : resized)
+        for (int64_t& s : t.shape) s = ir::substitute_size(s, symbols);
+    }
+    const TensorTypes& types = step.symbolic_types ? resized : step.types;
+    if (op.kernel_makes_outputs) {
+      for (Tensor& r : results) r = Tensor();
+    } else {
+      for (size_t k = 0; k < results.size(); ++k)
+        results[k] = buffer_for(results[k], types[k].shape, types[k].dtype, step.reuse[k]);
+    }
+    KernelCall call{op, TensorSpan(args.data(), args.size()), *step.attrs,
+                    std::span<Tensor>(results.data(), results.size()), types};
+    step.kernel(call);
+  }
+  for (size_t k = 0; k < step.outputs.size(); ++k) slots_[step.outputs[k]] = std::move(results[k]);
+}
+
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
   const auto& graph_inputs = graph_.inputs();
   for (size_t i = 0; i < graph_inputs.size(); ++i) {
@@ -310,49 +380,25 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
   }
   ir::SymbolValues symbols = ir::bind_symbols(symbol_sources_, inputs);
   if (!buffers_planned_ || symbols != planned_for_) plan_buffers(symbols);
-  SmallVector<Tensor, 4> args;
-  SmallVector<Tensor, 2> results;
   for (size_t index = 0; index < steps_.size(); ++index) {
     Step& step = steps_[index];
-    if (step.epilogue_next && run_with_epilogue(step, steps_[index + 1], symbols)) {
+    if (step.epilogue_distance == 2) {
+      // The view of the product runs first: it only needs the product's buffer.
+      slots_[step.outputs[0]] = shared_tensors_[step.outputs[0]];
+      run_step(steps_[index + 1], symbols);
+    }
+    if (step.epilogue_distance &&
+        run_with_epilogue(step, steps_[index + static_cast<size_t>(step.epilogue_distance)],
+                          symbols)) {
+      index += static_cast<size_t>(step.epilogue_distance);
+      continue;
+    }
+    if (step.epilogue_distance == 2) {  // one block: the matmul, then the group (the view ran)
+      run_step(step, symbols);
       ++index;
       continue;
     }
-    args.clear();
-    for (int id : step.inputs) args.push_back(id >= 0 ? slots_[id] : Tensor());
-    results.resize(step.outputs.size());
-    for (size_t k = 0; k < step.outputs.size(); ++k)
-      results[k] = step.reuse[k] ? shared_tensors_[step.outputs[k]] : Tensor();
-    if (step.fused) {
-      run_fused_kernel(*step.fused, *step.node, TensorSpan(args.data(), args.size()), symbols,
-                       std::span<Tensor>(results.data(), results.size()), true);
-    } else {
-      const OpDef& op = *step.node->op;
-      if (step.symbolic_attrs) {
-        step.attrs = step.node->attrs->clone();
-        step.attrs->map_ints([&](int64_t v) { return ir::substitute_size(v, symbols); });
-      }
-      if (step.reseed && !replay_recorded_random_)
-        op.reseed(*step.attrs, TensorSpan(args.data(), args.size()));
-      TensorTypes resized;  // only graphs with symbolic sizes pay for a copy
-      if (step.symbolic_types) {
-        resized = step.types;
-        for (TensorType& t : resized)
-          for (int64_t& s : t.shape) s = ir::substitute_size(s, symbols);
-      }
-      const TensorTypes& types = step.symbolic_types ? resized : step.types;
-      if (op.kernel_makes_outputs) {
-        for (Tensor& r : results) r = Tensor();
-      } else {
-        for (size_t k = 0; k < results.size(); ++k)
-          results[k] = buffer_for(results[k], types[k].shape, types[k].dtype, step.reuse[k]);
-      }
-      KernelCall call{op, TensorSpan(args.data(), args.size()), *step.attrs,
-                      std::span<Tensor>(results.data(), results.size()), types};
-      step.kernel(call);
-    }
-    for (size_t k = 0; k < step.outputs.size(); ++k)
-      slots_[step.outputs[k]] = std::move(results[k]);
+    run_step(step, symbols);
   }
   std::vector<Tensor> out;
   out.reserve(graph_.outputs().size());
@@ -363,16 +409,19 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
 }
 
 int Plan::epilogues() const {
-  return static_cast<int>(
-      std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.epilogue_next; }));
+  return static_cast<int>(std::count_if(steps_.begin(), steps_.end(),
+                                        [](const Step& s) { return s.epilogue_distance > 0; }));
 }
 
 bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols) {
   Tensor a = slots_[mm.inputs[0]], b = slots_[mm.inputs[1]];
   Tensor product = shared_tensors_[mm.outputs[0]];
   const int64_t rows = product.size(0);
-  const int64_t blocks =
-      std::min<int64_t>(rows, std::max<int64_t>(num_threads(), product.numel() / kParallelGrain));
+  // A whole number of blocks per thread: with 3 blocks on 2 threads one thread runs two
+  // matmul blocks while the other idles.
+  const int64_t threads = num_threads();
+  const int64_t wanted = std::max<int64_t>(threads, product.numel() / kParallelGrain);
+  const int64_t blocks = std::min<int64_t>(rows, (wanted + threads - 1) / threads * threads);
   if (blocks < 2) return false;  // nothing to overlap: run the two steps one after the other
   slots_[mm.outputs[0]] = product;
   SmallVector<Tensor, 8> operands;

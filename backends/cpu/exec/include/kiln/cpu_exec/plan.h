@@ -77,10 +77,16 @@ class Plan {
   };
   // Assigns the shared values' buffers for these sizes and makes their tensors.
   void plan_buffers(const ir::SymbolValues& symbols);
-  // Whether `mm` is a matmul of x [rows, ..., K] by a 2-D weight whose product only `next`,
-  // a fusion group iterating over the product's shape rows first, reads (an epilogue).
-  static bool is_epilogue_pair(const Step& mm, const Step& next, int next_index,
+  // Whether steps[s] is a matmul of x [rows, ..., K] by a 2-D weight whose product only a
+  // fusion group iterating over the product's rows first reads (an epilogue): 1 when that
+  // group is the next step, 2 when the next step is a view of the product in the group's
+  // shape, 0 when there is no epilogue.
+  static int epilogue_distance(const std::vector<Step>& steps, size_t s,
                                const std::vector<int>& last_use);
+  // Whether `next` can run as `mm`'s epilogue, reading its product as `read_shape`.
+  static bool is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_shape);
+  // Runs one step through its generated or eager kernel.
+  void run_step(Step& step, const ir::SymbolValues& symbols);
   // In place: an input of step `index` (a value id) whose buffer its output of type `out`
   // may take: an elementwise kernel's same-shaped input that no later step reads, owned by
   // the plan and not already `taken` by another output. -1: none.
