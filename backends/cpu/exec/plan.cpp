@@ -174,6 +174,7 @@ bool Plan::is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_
   for (int d : outer) first *= read_shape[static_cast<size_t>(d)];
   return product.shape[0] > 0 && first % product.shape[0] == 0;
 }
+
 int Plan::inplace_input(const Step& step, int index, const ir::Type& out,
                         const std::vector<int>& last_use, const std::vector<int>& shared_index,
                         const std::vector<int>& taken) {
