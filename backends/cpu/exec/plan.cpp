@@ -153,7 +153,6 @@ int Plan::epilogue_distance(const std::vector<Step>& steps, size_t s,
 }
 
 bool Plan::is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_shape) {
-  if (!next.fused) return false;
   const ir::Type& product = mm.node->outputs[0]->type;
   if (product.shape.size() < 2 || !is_floating(product.dtype)) return false;
   // x [rows, ..., K] @ w [K, N]: blocks of x's leading dim make the same blocks of the

@@ -83,7 +83,8 @@ class Plan {
   // shape, 0 when there is no epilogue.
   static int epilogue_distance(const std::vector<Step>& steps, size_t s,
                                const std::vector<int>& last_use);
-  // Whether `next` can run as `mm`'s epilogue, reading its product as `read_shape`.
+  // Whether `next`, a fusion group, can run as `mm`'s epilogue, reading its product as
+  // `read_shape`.
   static bool is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_shape);
   // Runs one step through its generated or eager kernel.
   void run_step(Step& step, const ir::SymbolValues& symbols);
