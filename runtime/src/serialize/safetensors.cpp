@@ -16,6 +16,8 @@
 #include <numeric>
 #include <optional>
 
+#include "kiln/dispatch.h"
+#include "kiln/ops/view.h"
 #include "kiln/serialize/json.h"
 
 namespace kiln {
@@ -113,9 +115,11 @@ Prepared prepare(const NamedTensors& tensors, const std::map<std::string, std::s
     KILN_CHECK(!t.is_symbolic(), "[", op, "] tensor \"", name,
                "\" is symbolic (it stands for a value inside a trace) and has no data. Fix: "
                "save concrete tensors, outside kiln::compile tracing.");
-    Tensor data = t.detach();
-    if (!data.device().is_cpu()) data = data.to(kCPU);
-    if (!data.is_contiguous()) data = data.contiguous();
+    KILN_CHECK(t.device().is_cpu(), "[", op, "] tensor \"", name, "\" is on ", t.device(),
+               "; safetensors files hold cpu data. Fix: move it to the cpu first (t.to(kCPU)).");
+    // The op table's clone, not Tensor::contiguous (a frontend method): the runtime reads and
+    // writes these files without the frontend.
+    Tensor data = t.is_contiguous() ? t : dispatch1(ops::clone, std::span<const Tensor>(&t, 1));
     p.tensors.push_back({&name, data});
   }
   for (const auto& [key, value] : metadata) {
