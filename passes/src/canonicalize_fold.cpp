@@ -89,7 +89,8 @@ const Tensor* constant_data(const ir::Graph& g, const ir::Value* v, bool paramet
   for (const ir::GraphInput& in : g.inputs()) {
     if (in.value != v) continue;
     bool constant = in.kind == ir::InputKind::Constant ||
-                    (parameters_frozen && in.kind == ir::InputKind::Parameter);
+                    (parameters_frozen && (in.kind == ir::InputKind::Parameter ||
+                                           in.kind == ir::InputKind::Buffer));
     return constant && in.constant.defined() ? &in.constant : nullptr;
   }
   return nullptr;

@@ -10,7 +10,7 @@ namespace kiln::passes {
 
 struct FoldOptions {
   int64_t max_elements = 65536;    // a node whose results hold more is not evaluated
-  bool parameters_frozen = false;  // parameters with data count as constants
+  bool parameters_frozen = false;  // parameters and buffers with data count as constants
 };
 
 // The data behind `v` when it is an input of `g` that holds a constant: a Constant input

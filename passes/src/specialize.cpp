@@ -43,15 +43,21 @@ class Specialize : public Pass {
   explicit Specialize(const PassOptions& options) {
     std::vector<std::string> names;
     for (int k = 0; k < ir::kMaxSymbols; ++k) names.push_back("s" + std::to_string(k));
-    options.check_known("specialize", std::vector<std::string_view>(names.begin(), names.end()));
+    std::vector<std::string_view> known(names.begin(), names.end());
+    known.push_back("allow_one");
+    options.check_known("specialize", known);
+    // allow_one=1 binds size 1 too. The result may differ from a trace at size 1 (which
+    // broadcasts); export compares the two to learn whether a dynamic graph serves size 1.
+    const bool allow_one = options.get_int("specialize", "allow_one", 0) != 0;
     sizes_.fill(-1);
     for (int k = 0; k < ir::kMaxSymbols; ++k) {
       int64_t size = options.get_int("specialize", names[static_cast<size_t>(k)], -1);
       if (size == -1) continue;
-      KILN_CHECK(size >= 2, "[specialize] expected a size of at least 2 for ", names[k], ", found ",
-                 size,
+      KILN_CHECK(size >= 2 || (allow_one && size == 1),
+                 "[specialize] expected a size of at least 2 for ", names[k], ", found ", size,
                  ". Fix: symbolic dims stand for sizes >= 2 (sizes 0 and 1 broadcast and "
-                 "squeeze differently); trace with that size as a static dim instead.");
+                 "squeeze differently); trace with that size as a static dim instead (or "
+                 "add allow_one=1 to compare with such a trace).");
       sizes_[static_cast<size_t>(k)] = size;
       bound_ += (bound_.empty() ? "" : ",") + names[k] + "=" + std::to_string(size);
     }

@@ -1185,6 +1185,9 @@ class JitKernelModule final : public KernelModule {
   const CodegenTimings& timings() const override { return timings_; }
   const std::string& mlir_text() const override { return mlir_text_; }
   const std::string& target() const override { return target_; }
+  const std::string& target_arch() const override { return target_arch_; }
+  const std::string& target_cpu() const override { return target_cpu_; }
+  const std::vector<std::string>& target_features() const override { return target_features_; }
   bool from_cache() const override { return from_cache_; }
   const std::string& cache_note() const override { return cache_note_; }
   const std::string& object() const override { return object_; }
@@ -1195,6 +1198,8 @@ class JitKernelModule final : public KernelModule {
   CodegenTimings timings_;
   std::string mlir_text_;
   std::string target_;
+  std::string target_arch_, target_cpu_;
+  std::vector<std::string> target_features_;
   bool from_cache_ = false;
   std::string cache_note_;
 };
@@ -1372,6 +1377,12 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
   KILN_CHECK(verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
              "Fix: this is a kiln bug in backends/cpu/codegen/kernels.cpp (or a scalar_body).");
   result->target_ = describe_target(*tm);
+  result->target_arch_ = tm->getTargetTriple().getArchName().str();
+  result->target_cpu_ = tm->getTargetCPU().empty() ? "generic" : tm->getTargetCPU().str();
+  llvm::SmallVector<llvm::StringRef> features;
+  tm->getTargetFeatureString().split(features, ',');
+  for (llvm::StringRef f : features)
+    if (f.consume_front("+")) result->target_features_.push_back(f.str());
   bool has_fma = result->target_.find("+fma") != std::string::npos;
   mlir::PassManager pm(&ctx);
   add_lowering_passes(pm);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "kiln/dispatch.h"
 #include "kiln/error.h"
 #include "kiln/ops/fused.h"
 #include "kiln/ops/linalg.h"
@@ -14,6 +15,14 @@
 namespace kiln::cpu {
 
 namespace {
+
+// Rows [r0, r1) of `t` along dim 0, as a view. (Tensor::slice is a frontend method: the
+// executor also runs in kiln_rt, without the frontend.)
+Tensor rows_of(const Tensor& t, int64_t r0, int64_t r1) {
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  sizes[0] = r1 - r0;
+  return t.alias(sizes, t.strides(), t.storage_offset() + r0 * t.strides()[0]);
+}
 
 int64_t product(const Shape& shape, const std::vector<int>& dims) {
   int64_t n = 1;
@@ -74,7 +83,9 @@ FusedLaunch prepare_fused_kernel(const FusedKernel& kernel, const ir::Node& node
   // Operands must be dense in their own shape; views (a transpose) are copied first.
   launch.dense.resize(operands.size());
   for (size_t i = 0; i < operands.size(); ++i) {
-    launch.dense[i] = operands[i].is_contiguous() ? operands[i] : operands[i].contiguous();
+    launch.dense[i] = operands[i].is_contiguous()
+                          ? operands[i]
+                          : dispatch1(ops::clone, std::span<const Tensor>(&operands[i], 1));
     launch.buffers.push_back(launch.dense[i].numel() ? launch.dense[i].raw_data() : nullptr);
   }
   Shape shape;
@@ -440,7 +451,7 @@ bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& s
     for (int64_t block = first; block < last; ++block) {
       int64_t r0 = block * rows_per_block, r1 = std::min(rows, r0 + rows_per_block);
       if (r0 >= r1) continue;
-      Tensor a_rows = a.slice(0, r0, r1), c_rows = product.slice(0, r0, r1);
+      Tensor a_rows = rows_of(a, r0, r1), c_rows = rows_of(product, r0, r1);
       Tensor inputs[2] = {a_rows, b};
       TensorTypes types{{product.dtype(), Shape(c_rows.sizes()), product.device()}};
       KernelCall call{op, TensorSpan(inputs, 2), *mm.attrs, std::span<Tensor>(&c_rows, 1), types};

@@ -85,6 +85,14 @@ std::shared_ptr<CompiledCore> make_compiled_core(std::shared_ptr<nn::Module> mod
 std::vector<Tensor> run_compiled(CompiledCore& core, const std::vector<Tensor>& tensors,
                                  std::vector<StaticArg> static_args, const ForwardFn& forward);
 ExplainReport explain_core(const CompiledCore& core);
+// The whole-forward graphs a core traced (not the segments of graph-breaking forwards), with
+// the module state feeding them: by graph input, the live parameter or buffer (undefined for
+// the other inputs). Export reads them.
+struct TracedGraph {
+  std::shared_ptr<const ir::Graph> graph;
+  std::vector<Tensor> state;
+};
+std::vector<TracedGraph> traced_graphs(const CompiledCore& core);
 std::unique_ptr<ir::Graph> trace_module(nn::Module& model, const std::vector<Tensor>& inputs,
                                         const ForwardFn& forward);
 
@@ -229,11 +237,11 @@ std::unique_ptr<ir::Graph> trace(M& model, Args&&... args) {
 
 struct ExplainEntry {
   std::vector<std::string> guards;
-  size_t ops = 0;                     // nodes in the graph (0 for an eager entry)
-  std::string graph_text;             // the IR as traced (empty for an eager entry)
-  std::string backend;                // which backend runs it and why (with its compile stats)
-  std::string passes;                 // per-pass timings (compiled backends)
-  std::string optimized_graph_text;   // the IR after the passes, fusion groups included
+  size_t ops = 0;                    // nodes in the graph (0 for an eager entry)
+  std::string graph_text;            // the IR as traced (empty for an eager entry)
+  std::string backend;               // which backend runs it and why (with its compile stats)
+  std::string passes;                // per-pass timings (compiled backends)
+  std::string optimized_graph_text;  // the IR after the passes, fusion groups included
   // One line per fusion group (a generated kernel): its ops and module, "add, relu @fc1".
   std::vector<std::string> fusion_groups;
   std::vector<std::string> captured;  // captured constants, one line each

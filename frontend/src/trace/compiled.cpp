@@ -118,6 +118,7 @@ class CompiledCore {
   std::vector<Tensor> call(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics,
                            const ForwardFn& forward);
   ExplainReport explain() const;
+  std::vector<TracedGraph> traced_graphs() const;
 
  private:
   GuardSet current_guards(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics);
@@ -457,10 +458,10 @@ void CompiledCore::make_executor(Entry& entry, const std::shared_ptr<const ir::G
       };
       if (log_enabled(LogChannel::Passes)) options.print_after = "all";
       if (options_.freeze) {
-        options.frozen_parameters.resize(graph->inputs().size());
+        options.frozen_state.resize(graph->inputs().size());
         for (size_t i = 0; i < graph->inputs().size(); ++i)
           if (graph->inputs()[i].kind == ir::InputKind::Parameter && entry.state[i].defined()) {
-            options.frozen_parameters[i] = entry.state[i];
+            options.frozen_state[i] = entry.state[i];
             entry.frozen.emplace_back(i, entry.state[i].version());
           }
       }
@@ -581,6 +582,17 @@ ExplainReport CompiledCore::explain() const {
     r.entries.push_back(std::move(x));
   }
   return r;
+}
+
+std::vector<TracedGraph> CompiledCore::traced_graphs() const {
+  std::vector<TracedGraph> out;
+  for (const auto& e : entries_)
+    if (e->graph) out.push_back({e->graph, e->state});
+  return out;
+}
+
+std::vector<TracedGraph> traced_graphs(const CompiledCore& core) {
+  return core.traced_graphs();
 }
 
 ExplainReport explain_core(const CompiledCore& core) {

@@ -9,10 +9,10 @@
 #include "kiln/backends/cpu_compiler.h"
 #include "kiln/backends/interp.h"
 #include "kiln/codegen/kernels.h"
+#include "kiln/cpu_exec/plan.h"
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
-#include "kiln/cpu_exec/plan.h"
 
 namespace kiln::cpu {
 
@@ -24,15 +24,15 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-void collect_fused(const ir::Graph& g, std::vector<const ir::Node*>& out, int& other) {
+// Nodes outside fusion groups, regions included.
+int count_other_nodes(const ir::Graph& g) {
+  int other = 0;
   for (const auto& node : g.nodes()) {
-    if (node->op == &ops::fused) {
-      out.push_back(node.get());
-      continue;
-    }
+    if (node->op == &ops::fused) continue;
     ++other;
-    for (const auto& region : node->regions) collect_fused(*region, out, other);
+    for (const auto& region : node->regions) other += count_other_nodes(*region);
   }
+  return other;
 }
 
 }  // namespace
@@ -68,10 +68,11 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   impl_->graph = ir::clone_graph(graph);
   input_count_ = graph.inputs().size();
   passes::PipelineOptions pipeline_options;
-  for (size_t i = 0; i < options.frozen_parameters.size() && i < input_count_; ++i) {
+  for (size_t i = 0; i < options.frozen_state.size() && i < input_count_; ++i) {
     ir::GraphInput& in = impl_->graph->mutable_inputs()[i];
-    if (in.kind != ir::InputKind::Parameter || !options.frozen_parameters[i].defined()) continue;
-    in.constant = options.frozen_parameters[i].contiguous();
+    bool state = in.kind == ir::InputKind::Parameter || in.kind == ir::InputKind::Buffer;
+    if (!state || !options.frozen_state[i].defined()) continue;
+    in.constant = options.frozen_state[i].contiguous();
     ++stats_.frozen_parameters;
   }
   pipeline_options.context.parameters_frozen = stats_.frozen_parameters > 0;
@@ -80,17 +81,19 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   pipeline_options.print_sink = options.print_sink;
   stats_.passes = passes::PassManager(options.pipeline, pipeline_options).run(*impl_->graph);
 
-  std::vector<const ir::Node*> fused;
-  collect_fused(*impl_->graph, fused, stats_.other_nodes);
+  std::vector<const ir::Node*> fused = fused_nodes(*impl_->graph);
+  stats_.other_nodes = count_other_nodes(*impl_->graph);
   std::vector<codegen::FusedKernelSpec> specs;
   for (size_t i = 0; i < fused.size(); ++i) {
-    specs.push_back(codegen::fused_kernel_spec(*fused[i], "fused_" + std::to_string(i)));
+    specs.push_back(codegen::fused_kernel_spec(*fused[i], fused_kernel_name(i)));
     stats_.fused_ops += static_cast<int>(fused[i]->regions.at(0)->nodes().size());
   }
   stats_.kernels = static_cast<int>(specs.size());
   if (!specs.empty()) {
     codegen::CodegenOptions codegen_options;
     codegen_options.cache_dir = codegen::default_cache_dir();  // a hit skips lowering and LLVM
+    codegen_options.position_independent = options.position_independent;
+    codegen_options.host_cpu_features = options.host_cpu_features;
     impl_->module = codegen::compile_kernels(specs, codegen_options);
     const codegen::CodegenTimings& t = impl_->module->timings();
     stats_.codegen_build_ms = t.build_ms;
@@ -99,10 +102,9 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
     stats_.codegen_load_ms = t.load_ms;
     stats_.target = impl_->module->target();
     stats_.cache = impl_->module->cache_note();
-    for (size_t i = 0; i < fused.size(); ++i)
-      impl_->kernels[fused[i]] = {impl_->module->lookup(specs[i].name),
-                                  codegen::fused_iteration_shape(*fused[i]),
-                                  codegen::fused_dim_groups(*fused[i])};
+    codegen::KernelModule* module = impl_->module.get();
+    impl_->kernels = bind_fused_kernels(
+        *impl_->graph, [module](const std::string& name) { return module->lookup(name); });
   }
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;
@@ -134,6 +136,10 @@ std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) {
   std::vector<Tensor> all(inputs.begin(), inputs.end());
   all.resize(total);
   return impl_->executor->run(all);
+}
+
+const codegen::KernelModule* CompiledGraph::kernel_module() const {
+  return impl_->module.get();
 }
 
 const ir::Graph& CompiledGraph::optimized_graph() const {

@@ -36,9 +36,9 @@ class PassOptions {
 
 // What a pass may read beyond the graph.
 struct PassContext {
-  // Parameter inputs may be treated as constants (CompileOptions.freeze): canonicalize
-  // folds through those whose GraphInput::constant holds their data. The executor then must
-  // pass the same parameter values every call.
+  // Parameter and buffer inputs may be treated as constants (CompileOptions.freeze, export):
+  // canonicalize folds through those whose GraphInput::constant holds their data. The
+  // executor then must pass the same values every call.
   bool parameters_frozen = false;
 };
 

@@ -58,6 +58,12 @@ class KernelModule {
   virtual const std::string& mlir_text() const = 0;  // empty unless keep_ir
   // The host CPU the code was generated for ("znver3 +avx2,+fma,...").
   virtual const std::string& target() const = 0;
+  // The same in full, as LLVM names it: the target triple's architecture ("x86_64"), the
+  // CPU ("znver3", "generic") and every enabled feature ("avx2", "fma", ...; no '+'). An
+  // exported model records them so the runtime can refuse a CPU that lacks one.
+  virtual const std::string& target_arch() const = 0;
+  virtual const std::string& target_cpu() const = 0;
+  virtual const std::vector<std::string>& target_features() const = 0;
   // True when the machine code came from CodegenOptions::cache_dir (nothing was lowered or
   // compiled).
   virtual bool from_cache() const = 0;

@@ -17,6 +17,10 @@
 #include "kiln/ir/graph.h"
 #include "kiln/passes/pass_manager.h"
 
+namespace kiln::codegen {
+class KernelModule;
+}
+
 namespace kiln::cpu {
 
 struct CompilerOptions {
@@ -24,10 +28,16 @@ struct CompilerOptions {
   bool verify_passes = false;  // ir::verify after every pass (tests; KILN_VERIFY_PASSES=1)
   std::string print_after;     // see passes::PipelineOptions
   std::function<void(std::string_view pass, const std::string& ir_text)> print_sink;
-  // By graph input: the data of a Parameter input to fold as a constant
+  // By graph input: the data of a Parameter or Buffer input to fold as a constant
   // (passes::PassContext::parameters_frozen), or undefined. The caller guards that the data
   // does not change (CompileOptions::freeze); unfolded uses still read the input per call.
-  std::vector<Tensor> frozen_parameters;
+  std::vector<Tensor> frozen_state;
+  // Position-independent kernels, which kernel_module()->object() can link into a shared
+  // library (ahead-of-time export).
+  bool position_independent = false;
+  // Kernels tuned for this host's CPU; false: for any CPU of the architecture (portable
+  // exports).
+  bool host_cpu_features = true;
 };
 
 struct CompileStats {
@@ -41,7 +51,7 @@ struct CompileStats {
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
   int epilogues = 0;  // fusion groups run block by block with the matmul before them
-  int frozen_parameters = 0;  // parameters whose data the passes could fold
+  int frozen_parameters = 0;  // parameters (and buffers) whose data the passes could fold
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).
   std::string cache;
@@ -67,6 +77,9 @@ class CompiledGraph {
   // The graph after the passes (fusion groups as `fused` nodes).
   const ir::Graph& optimized_graph() const;
   const CompileStats& stats() const { return stats_; }
+  // The generated kernels (named fused_kernel_name(i) for the i-th of fused_nodes() of the
+  // optimized graph); null when the graph has no fusion group.
+  const codegen::KernelModule* kernel_module() const;
   // Random ops replay the positions their attributes hold (segments, see interp.h).
   void set_replay_recorded_random(bool replay);
 

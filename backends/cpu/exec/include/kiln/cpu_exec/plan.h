@@ -6,7 +6,9 @@
 // they view, are fresh each call.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +26,15 @@ struct FusedKernel {
   Shape iteration;  // codegen::fused_iteration_shape of the node (symbolic sizes as in the IR)
   std::vector<std::vector<int>> dim_groups;  // iteration dims merged into each kernel dim
 };
+
+// The fusion groups (`fused` nodes) of `graph`, regions included, in the order their kernels
+// are numbered: the i-th is generated as fused_kernel_name(i) ("fused_0", ...). The JIT and
+// an exported model's kernel library use the same numbering.
+std::vector<const ir::Node*> fused_nodes(const ir::Graph& graph);
+std::string fused_kernel_name(size_t index);
+// The FusedKernel of every fusion group of `graph`, its function found by `lookup(name)`.
+std::unordered_map<const ir::Node*, FusedKernel> bind_fused_kernels(
+    const ir::Graph& graph, const std::function<codegen::KernelFn(const std::string&)>& lookup);
 
 // A fusion group ready to run: operands made dense where needed, results allocated unless
 // `results` already hold buffers of the right shape, and the iteration dims' sizes.

@@ -1,0 +1,42 @@
+// The numbering of a graph's fusion groups, which ties each `fused` node to its kernel's
+// symbol in the JIT module and in an exported kernel library alike.
+#include "kiln/cpu_exec/plan.h"
+#include "kiln/ops/fused.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+void collect(const ir::Graph& g, std::vector<const ir::Node*>& out) {
+  for (const auto& node : g.nodes()) {
+    if (node->op == &ops::fused) {
+      out.push_back(node.get());
+      continue;
+    }
+    for (const auto& region : node->regions) collect(*region, out);
+  }
+}
+
+}  // namespace
+
+std::vector<const ir::Node*> fused_nodes(const ir::Graph& graph) {
+  std::vector<const ir::Node*> out;
+  collect(graph, out);
+  return out;
+}
+
+std::string fused_kernel_name(size_t index) {
+  return "fused_" + std::to_string(index);
+}
+
+std::unordered_map<const ir::Node*, FusedKernel> bind_fused_kernels(
+    const ir::Graph& graph, const std::function<codegen::KernelFn(const std::string&)>& lookup) {
+  std::unordered_map<const ir::Node*, FusedKernel> kernels;
+  std::vector<const ir::Node*> nodes = fused_nodes(graph);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    kernels[nodes[i]] = {lookup(fused_kernel_name(i)), codegen::fused_iteration_shape(*nodes[i]),
+                         codegen::fused_dim_groups(*nodes[i])};
+  return kernels;
+}
+
+}  // namespace kiln::cpu

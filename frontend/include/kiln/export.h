@@ -1,0 +1,77 @@
+// kiln::export_model: compiles a trained model ahead of time into a directory that the
+// deployable runtime kiln_rt (runtime/rt: no compiler, no frontend) loads and runs.
+//
+//   model->eval();
+//   kiln::ExportOptions options;
+//   options.dynamic_batch = true;                     // any batch size (dim 0 of every input)
+//   kiln::ExportResult r = kiln::export_model(model, {example}, "fashion.kiln", options);
+//   std::cout << r.summary();
+//
+// The directory holds manifest.json (kiln/artifact/manifest.h: signature, guards, target CPU,
+// config, hashes), one graph per served shape range as IR text (graph0.kir), its generated
+// kernels as a shared library and an object file (kernels0.so, kernels0.o), and every
+// parameter, buffer and folded constant in weights.safetensors. docs/aot.md describes it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/artifact/manifest.h"
+#include "kiln/compile.h"
+#include "kiln/nn/module.h"
+#include "kiln/serialize/json.h"
+
+namespace kiln {
+
+struct ExportOptions {
+  // Dim 0 of every input becomes dynamic (any size >= 1), besides the dims marked with
+  // kiln::mark_dynamic on the example inputs. Other dims keep the example's size.
+  bool dynamic_batch = false;
+  // The inputs' names in the manifest and in error messages ("x" for one input, input0, ...
+  // otherwise).
+  std::vector<std::string> input_names;
+  // The pass pipeline. Empty: the default, with a second canonicalize after decompose so
+  // that what decompose makes of frozen state (an eval BatchNorm's scale and shift) folds.
+  std::string pipeline;
+  // Kernels for any CPU of this architecture instead of this host's (no AVX2 or FMA on
+  // x86-64): slower, but the artifact runs everywhere.
+  bool portable = false;
+  // Recorded in the manifest: the catalog name and config that rebuild the model, and free
+  // metadata (a checkpoint's, e.g. "test_accuracy").
+  std::string model_name;
+  json::Value config;
+  std::map<std::string, std::string> metadata;
+  // For modules whose forward takes several tensors: runs the forward on them. Empty: the
+  // module's forward(x) on the single example input.
+  detail::ForwardFn forward;
+};
+
+struct ExportResult {
+  std::string dir;
+  artifact::Manifest manifest;
+  std::vector<std::pair<std::string, uint64_t>> files;  // name and size in bytes
+  // Largest |compiled - eager| over the example inputs' outputs, for every graph exported
+  // (checked before anything is written).
+  double max_abs_diff = 0;
+  double export_ms = 0;
+  // "wrote DIR: ..." and one line per file, the signature and the guards.
+  std::string summary() const;
+};
+
+// Traces the forward of `model` (which must be in eval mode) on `example_inputs` with
+// fullgraph semantics: a graph break is refused with the tracer's one-line reason and
+// location. Runs the pass pipeline with parameters and buffers frozen, generates the kernels
+// and writes the artifact to `dir` atomically (a temporary directory renamed into place; an
+// existing artifact there is replaced, any other non-empty directory is refused).
+ExportResult export_model(std::shared_ptr<nn::Module> model,
+                          const std::vector<Tensor>& example_inputs, const std::string& dir,
+                          const ExportOptions& options = {});
+
+// The pipeline export_model runs by default.
+std::string default_export_pipeline();
+
+}  // namespace kiln

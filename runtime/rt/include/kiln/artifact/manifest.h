@@ -1,0 +1,112 @@
+// The manifest of an exported model (manifest.json in the artifact directory): what the
+// artifact holds and what it accepts. kiln::export_model writes it; kiln_rt reads it, checks
+// it against the host and every call's inputs against it. One file format, one struct, so
+// the writer and the reader cannot drift apart.
+//
+//   {"format": "kiln-artifact", "format_version": 1, "kiln_version": "0.1.0",
+//    "model": "FashionMLP",
+//    "target": {"arch": "x86_64", "cpu": "znver5", "features": ["avx2", "fma", ...]},
+//    "inputs":  [{"name": "x", "dtype": "float32", "shape": ["s0", 1, 28, 28]}],
+//    "outputs": [{"name": "output0", "dtype": "float32", "shape": ["s0", 10]}],
+//    "symbols": [{"name": "s0", "min": 1, "max": 9223372036854775807}],
+//    "graphs":  [{"graph": "graph0.kir", "kernels": "kernels0.so", "object": "kernels0.o",
+//                 "kernel_count": 3, "symbols": {"s0": [2, 9223372036854775807]}}, ...],
+//    "weights": "weights.safetensors",
+//    "config": {...}, "metadata": {"test_accuracy": "0.8463", ...},
+//    "sha256": {"graph0.kir": "…", "kernels0.so": "…", ...}, "artifact_sha256": "…"}
+//
+// A dim of an input is a static size or a symbol; the symbols' ranges are the guards on
+// dynamic dims. Each graph serves the calls whose symbols fall in its own ranges (a dynamic
+// batch has one graph for batch 1, where broadcasting differs, and one for the rest).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "kiln/serialize/json.h"
+
+namespace kiln::artifact {
+
+inline constexpr const char* kFormatName = "kiln-artifact";
+// The format this kiln writes and the newest one kiln_rt reads.
+inline constexpr int64_t kFormatVersion = 1;
+inline constexpr const char* kManifestFile = "manifest.json";
+
+// One dim of an input or output: a static size, or a symbol ("s0"; an output may have a
+// product such as "s0*10").
+struct DimSpec {
+  int64_t size = 0;    // when symbol is empty
+  std::string symbol;  // "" for a static dim
+  bool is_static() const { return symbol.empty(); }
+  bool operator==(const DimSpec&) const = default;
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::Float32;
+  std::vector<DimSpec> shape;
+  bool operator==(const TensorSpec&) const = default;
+};
+// "float32[s0, 1, 28, 28]"
+std::string spec_str(const TensorSpec& spec);
+
+struct SymbolRange {
+  std::string name;
+  int64_t min = 0;
+  int64_t max = 0;
+  bool operator==(const SymbolRange&) const = default;
+};
+
+// One compiled graph of the artifact and the symbol values it serves.
+struct GraphEntry {
+  std::string graph;    // the graph's IR text (ir::print_graph)
+  std::string kernels;  // the shared library of its generated kernels ("" when it has none)
+  std::string object;   // the same kernels as a relocatable object file ("" when none)
+  int64_t kernel_count = 0;
+  std::vector<SymbolRange> symbols;  // the range of each symbol this graph serves
+  bool operator==(const GraphEntry&) const = default;
+};
+
+struct Target {
+  std::string arch;                   // "x86_64"
+  std::string cpu;                    // LLVM's CPU name the kernels were tuned for
+  std::vector<std::string> features;  // LLVM target features the kernels may use
+  bool operator==(const Target&) const = default;
+};
+
+struct Manifest {
+  int64_t format_version = kFormatVersion;
+  std::string kiln_version;
+  std::string model;  // the exported module's type name
+  Target target;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<SymbolRange> symbols;
+  std::vector<GraphEntry> graphs;
+  std::string weights = "weights.safetensors";
+  json::Value config;                           // the model's config (null when unknown)
+  std::map<std::string, std::string> metadata;  // the checkpoint's metadata, free-form
+  std::map<std::string, std::string> sha256;    // file name -> hex digest, every file but this
+  std::string artifact_sha256;  // sha256 of the "name digest\n" lines of sha256, in order
+
+  json::Value to_json() const;
+  // Strict: a missing or mistyped field, an unknown format, a newer format version, a file
+  // name with a path separator, or a symbol used but not declared throws kiln::Error naming
+  // `origin` (the manifest's path) and the field.
+  static Manifest from_json(const json::Value& value, const std::string& origin);
+
+  // The files the manifest lists (graphs, kernels, objects, weights), in a fixed order.
+  std::vector<std::string> files() const;
+  // What artifact_sha256 must be for the sha256 map.
+  std::string combined_sha256() const;
+  const SymbolRange* find_symbol(const std::string& name) const;
+};
+
+// Reads and validates dir/manifest.json (Manifest::from_json), with a clear error when the
+// directory or file is missing or is not JSON.
+Manifest read_manifest(const std::string& dir);
+
+}  // namespace kiln::artifact

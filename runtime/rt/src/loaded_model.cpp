@@ -1,0 +1,289 @@
+// Loading an artifact (checks first, then files) and running it (guards, graph choice, a
+// borrowed runner).
+#include "loaded_model.h"
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "kiln/backends/cpu.h"
+#include "kiln/backends/interp.h"
+#include "kiln/cpu_exec/kernel_library.h"
+#include "kiln/cpu_exec/plan.h"
+#include "kiln/cpu_features.h"
+#include "kiln/dispatch.h"
+#include "kiln/error.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ops/view.h"
+#include "kiln/serialize/safetensors.h"
+#include "kiln/sha256.h"
+
+namespace kiln::rt {
+
+namespace {
+
+// The architecture this kiln_rt was built for, named as LLVM's target triple names it.
+#if defined(__x86_64__)
+constexpr const char* kHostArch = "x86_64";
+#elif defined(__aarch64__)
+constexpr const char* kHostArch = "aarch64";
+#else
+constexpr const char* kHostArch = "unknown";
+#endif
+
+const char* const kReexport =
+    "Fix: export the model again (kiln::export_model or `kiln export`) and copy the whole "
+    "directory.";
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), "[kiln_rt] expected the artifact file '", path, "', cannot open it. ",
+             kReexport);
+  std::ostringstream bytes;
+  bytes << f.rdbuf();
+  KILN_CHECK(!f.bad(), "[kiln_rt] reading '", path, "' failed. ", kReexport);
+  return bytes.str();
+}
+
+void check_digest(const artifact::Manifest& m, const std::string& dir, const std::string& file,
+                  const std::string& actual) {
+  const std::string& expected = m.sha256.at(file);
+  KILN_CHECK(actual == expected, "[kiln_rt] ", dir, "/", file,
+             " is not the file that was exported: its sha256 is ", actual, ", the manifest says ",
+             expected, " (the file was modified, truncated or replaced). ", kReexport);
+}
+
+}  // namespace
+
+// One graph of the artifact and its idle runners.
+struct LoadedModel::Graph {
+  std::shared_ptr<ir::Graph> graph;
+  std::unique_ptr<cpu::KernelLibrary> library;
+  std::unordered_map<const ir::Node*, cpu::FusedKernel> kernels;
+  bool planned = false;  // false: control flow, run node by node by the reference executor
+
+  struct Runner {
+    std::unique_ptr<cpu::Plan> plan;
+    std::unique_ptr<interp::Executable> executor;
+  };
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Runner>> idle;
+
+  std::unique_ptr<Runner> make_runner() {
+    auto r = std::make_unique<Runner>();
+    if (planned) {
+      r->plan = cpu::Plan::build(*graph, kernels);
+    } else {
+      r->executor = std::make_unique<interp::Executable>(graph);
+      r->executor->set_fused_runner([this](const ir::Node& node, std::span<const Tensor> operands,
+                                           std::span<const int64_t> symbols,
+                                           std::span<Tensor> results) {
+        cpu::run_fused_kernel(kernels.at(&node), node, operands, symbols, results, false);
+      });
+    }
+    return r;
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
+    std::unique_ptr<Runner> runner;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!idle.empty()) {
+        runner = std::move(idle.back());
+        idle.pop_back();
+      }
+    }
+    if (!runner) runner = make_runner();
+    // Every graph input: the call's tensors for the signature's inputs, the weights for the
+    // rest.
+    std::vector<Tensor> all;
+    size_t next = 0;
+    for (const ir::GraphInput& in : graph->inputs())
+      all.push_back(in.kind == ir::InputKind::Input ? inputs.at(next++) : in.constant);
+    std::vector<Tensor> out = runner->plan ? runner->plan->run(all) : runner->executor->run(all);
+    std::lock_guard<std::mutex> lock(mutex);
+    idle.push_back(std::move(runner));
+    return out;
+  }
+};
+
+LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
+  static std::once_flag kernels_registered;
+  std::call_once(kernels_registered, [] { cpu::register_cpu_kernels(); });
+
+  manifest_ = artifact::read_manifest(dir);
+  const artifact::Manifest& m = manifest_;
+  manifest_text_ = json::dump(m.to_json());
+  for (const auto& s : m.inputs) input_signatures_.push_back(artifact::spec_str(s));
+  for (const auto& s : m.outputs) output_signatures_.push_back(artifact::spec_str(s));
+
+  // The host first: nothing of the artifact's code is loaded on a CPU that cannot run it.
+  bool has_code = false;
+  for (const artifact::GraphEntry& g : m.graphs) has_code = has_code || g.kernel_count > 0;
+  if (has_code) {
+    KILN_CHECK(m.target.arch == kHostArch, "[kiln_rt] ", dir, ": the kernels were compiled for ",
+               m.target.arch, ", this machine is ", kHostArch,
+               ". Fix: export the model on (or for) this architecture.");
+    std::vector<std::string> missing = missing_cpu_features(m.target.features);
+    if (!missing.empty()) {
+      std::string list;
+      for (const std::string& f : missing) list += (list.empty() ? "" : ", ") + f;
+      KILN_FAIL("[kiln_rt] ", dir, ": the kernels were compiled for ", m.target.cpu,
+                " and use CPU features this machine lacks: ", list,
+                ". Fix: export with ExportOptions::portable (`kiln export --portable`), or on "
+                "a machine like this one.");
+    }
+  }
+
+  std::string weight_bytes = read_bytes(dir + "/" + m.weights);
+  check_digest(m, dir, m.weights, sha256_hex(weight_bytes.data(), weight_bytes.size()));
+  SafetensorsFile weights =
+      load_safetensors_bytes(weight_bytes.data(), weight_bytes.size(), dir + "/" + m.weights);
+  weight_bytes.clear();
+  weight_bytes.shrink_to_fit();
+
+  for (const artifact::GraphEntry& entry : m.graphs) {
+    auto g = std::make_unique<Graph>();
+    std::string path = dir + "/" + entry.graph;
+    std::string text = read_bytes(path);
+    check_digest(m, dir, entry.graph, sha256_hex(text.data(), text.size()));
+    try {
+      g->graph = ir::parse_graph(text);
+      ir::verify(*g->graph);
+    } catch (const Error& e) {
+      KILN_FAIL("[kiln_rt] ", path, ": expected a graph this kiln_rt can run, found: ", e.what(),
+                " ", kReexport);
+    }
+    size_t user_inputs = 0;
+    for (ir::GraphInput& in : g->graph->mutable_inputs()) {
+      if (in.kind == ir::InputKind::Input) {
+        const artifact::TensorSpec* spec =
+            user_inputs < m.inputs.size() ? &m.inputs[user_inputs] : nullptr;
+        KILN_CHECK(spec && spec->dtype == in.value->type.dtype &&
+                       spec->shape.size() == in.value->type.shape.size(),
+                   "[kiln_rt] ", path, ": input ", user_inputs, " of the graph is ",
+                   ir::type_str(in.value->type),
+                   ", which the manifest's signature does not "
+                   "declare. ",
+                   kReexport);
+        ++user_inputs;
+        continue;
+      }
+      const Tensor* data = weights.find(in.name);
+      KILN_CHECK(data != nullptr, "[kiln_rt] ", path, ": expected the weight \"", in.name, "\" in ",
+                 m.weights, ", found none. ", kReexport);
+      KILN_CHECK(ir::Type::of(*data) == in.value->type, "[kiln_rt] ", path, ": the weight \"",
+                 in.name, "\" is ", data->type_str(), " in ", m.weights, ", the graph reads ",
+                 ir::type_str(in.value->type), ". ", kReexport);
+      in.constant = *data;
+    }
+    KILN_CHECK(user_inputs == m.inputs.size(), "[kiln_rt] ", path, ": the graph takes ",
+               user_inputs, " inputs, the manifest's signature ", m.inputs.size(), ". ", kReexport);
+
+    size_t fused = cpu::fused_nodes(*g->graph).size();
+    KILN_CHECK(static_cast<int64_t>(fused) == entry.kernel_count, "[kiln_rt] ", path,
+               ": the graph has ", fused, " fusion groups, the manifest lists ", entry.kernel_count,
+               " kernels. ", kReexport);
+    if (fused > 0) {
+      std::string library = dir + "/" + entry.kernels;
+      check_digest(m, dir, entry.kernels, sha256_file_hex(library));
+      g->library = std::make_unique<cpu::KernelLibrary>(library);
+      cpu::KernelLibrary* lib = g->library.get();
+      g->kernels = cpu::bind_fused_kernels(
+          *g->graph, [lib](const std::string& name) { return lib->lookup(name); });
+    }
+    // A first runner now: building it is where a graph the executor cannot run fails.
+    auto first = cpu::Plan::build(*g->graph, g->kernels);
+    g->planned = first != nullptr;
+    auto runner = std::make_unique<Graph::Runner>();
+    runner->plan = std::move(first);
+    if (!g->planned) runner = g->make_runner();
+    g->idle.push_back(std::move(runner));
+    graphs_.push_back(std::move(g));
+  }
+}
+
+LoadedModel::~LoadedModel() = default;
+
+size_t LoadedModel::choose_graph(
+    const std::vector<std::pair<std::string, int64_t>>& symbols) const {
+  for (size_t g = 0; g < manifest_.graphs.size(); ++g) {
+    bool serves = true;
+    for (const artifact::SymbolRange& r : manifest_.graphs[g].symbols)
+      for (const auto& [name, value] : symbols)
+        if (name == r.name && (value < r.min || value > r.max)) serves = false;
+    if (serves) return g;
+  }
+  std::string values;
+  for (const auto& [name, value] : symbols)
+    values += (values.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+  KILN_FAIL("[kiln_rt] ", manifest_.model, ": no graph of the artifact serves ", values,
+            " (each graph serves its own ranges, listed under \"graphs\" in manifest.json). "
+            "Fix: call with sizes a graph serves, or export with an example of these sizes.");
+}
+
+std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
+  const artifact::Manifest& m = manifest_;
+  KILN_CHECK(
+      inputs.size() == m.inputs.size(), "[kiln_rt] ", m.model, " expects ", m.inputs.size(),
+      " inputs (",
+      [&] {
+        std::string s;
+        for (size_t i = 0; i < m.inputs.size(); ++i)
+          s += (i ? ", " : "") + m.inputs[i].name + ": " + input_signatures_[i];
+        return s;
+      }(),
+      "), got ", inputs.size(), ".");
+  std::vector<std::pair<std::string, int64_t>> symbols;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const artifact::TensorSpec& spec = m.inputs[i];
+    const Tensor& x = inputs[i];
+    std::string got = x.type_str();
+    auto refuse = [&](const std::string& why, const std::string& fix) {
+      KILN_FAIL("[kiln_rt] ", m.model, ": input '", spec.name, "' expects ", input_signatures_[i],
+                ", got ", got, ": ", why, ". Fix: ", fix, ".");
+    };
+    if (x.dtype() != spec.dtype)
+      refuse(std::string("the dtype is ") + std::string(dtype_name(x.dtype())),
+             std::string("pass ") + std::string(dtype_name(spec.dtype)) + " data");
+    if (x.dim() != static_cast<int64_t>(spec.shape.size()))
+      refuse("rank " + std::to_string(x.dim()) + " instead of " + std::to_string(spec.shape.size()),
+             "reshape the input to the signature's dims");
+    for (size_t d = 0; d < spec.shape.size(); ++d) {
+      const artifact::DimSpec& dim = spec.shape[d];
+      int64_t size = x.size(static_cast<int64_t>(d));
+      if (dim.is_static()) {
+        if (size != dim.size)
+          refuse("dim " + std::to_string(d) + " is " + std::to_string(size) +
+                     ", the artifact was " + "exported for " + std::to_string(dim.size) + " only",
+                 "pass that size, or export with this dim dynamic (--dynamic-batch or "
+                 "mark_dynamic)");
+        continue;
+      }
+      const artifact::SymbolRange* range = m.find_symbol(dim.symbol);
+      if (size < range->min || size > range->max)
+        refuse("dim " + std::to_string(d) + " (" + dim.symbol + ") is " + std::to_string(size) +
+                   ", outside the range [" + std::to_string(range->min) + ", " +
+                   std::to_string(range->max) + "] the artifact serves",
+               "pass a size in that range");
+      bool seen = false;
+      for (const auto& [name, value] : symbols) {
+        if (name != dim.symbol) continue;
+        seen = true;
+        if (value != size)
+          refuse("dim " + std::to_string(d) + " (" + dim.symbol + ") is " + std::to_string(size) +
+                     ", but an earlier dim with the same symbol is " + std::to_string(value),
+                 "every dim named " + dim.symbol + " must have one size per call");
+      }
+      if (!seen) symbols.push_back({dim.symbol, size});
+    }
+    KILN_CHECK(x.device().is_cpu() && x.is_contiguous(), "[kiln_rt] input '", spec.name,
+               "' must be a contiguous cpu tensor. Fix: pass dense row-major data.");
+  }
+  std::vector<Tensor> out = graphs_[choose_graph(symbols)]->run(inputs);
+  for (Tensor& t : out)
+    if (!t.is_contiguous()) t = dispatch1(ops::clone, std::span<const Tensor>(&t, 1));
+  return out;
+}
+
+}  // namespace kiln::rt

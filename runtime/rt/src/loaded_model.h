@@ -1,0 +1,45 @@
+// An artifact loaded for running: the manifest checked against this host, every file checked
+// against its digest, the graphs parsed with their weights bound and their kernels loaded.
+// Calls check their inputs against the signature, pick the graph serving their sizes and
+// borrow one of that graph's runners (an executor's buffers belong to one call at a time).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/artifact/manifest.h"
+#include "kiln/tensor.h"
+
+namespace kiln::rt {
+
+class LoadedModel {
+ public:
+  // Throws kiln::Error naming the artifact and the problem (missing or damaged files, a
+  // newer format, a CPU without the features its kernels use).
+  explicit LoadedModel(const std::string& dir);
+  ~LoadedModel();
+
+  // Thread-safe. Inputs are contiguous cpu tensors, in the signature's order. Outputs are
+  // contiguous and owned by the caller.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  const artifact::Manifest& manifest() const { return manifest_; }
+  const std::string& manifest_text() const { return manifest_text_; }
+  const std::vector<std::string>& input_signatures() const { return input_signatures_; }
+  const std::vector<std::string>& output_signatures() const { return output_signatures_; }
+
+ private:
+  struct Graph;
+  // The index of the graph serving these symbol values; throws when none does.
+  size_t choose_graph(const std::vector<std::pair<std::string, int64_t>>& symbols) const;
+
+  std::string dir_;
+  artifact::Manifest manifest_;
+  std::string manifest_text_;
+  std::vector<std::string> input_signatures_, output_signatures_;
+  std::vector<std::unique_ptr<Graph>> graphs_;
+};
+
+}  // namespace kiln::rt
