@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -203,7 +204,16 @@ void write_file(const fs::path& path, const std::string& bytes) {
              ", failed: ", std::strerror(errno), ". Fix: check the disk space and permissions.");
 }
 
-// Moves the finished temporary directory to `dir`, replacing an artifact already there.
+// A name beside `dir` that no other export (thread or process) uses at the same time.
+fs::path scratch_path(const fs::path& dir, const char* what) {
+  static std::atomic<uint64_t> counter{0};
+  return dir.string() + "." + what + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter++);
+}
+
+// Moves the finished temporary directory to `dir`, replacing an artifact already there: the
+// old one is renamed aside first, so `dir` is at every moment absent, the old artifact or
+// the new one, never a mix.
 void move_into_place(const fs::path& tmp, const fs::path& dir) {
   if (fs::exists(dir)) {
     bool replaceable =
@@ -212,7 +222,11 @@ void move_into_place(const fs::path& tmp, const fs::path& dir) {
                "' to be absent, empty or an earlier export, found a ",
                fs::is_directory(dir) ? "directory without manifest.json" : "file",
                ". Fix: choose another output directory; export never deletes other files.");
-    fs::remove_all(dir);
+    fs::path old = scratch_path(dir, "old");
+    fs::rename(dir, old);
+    fs::rename(tmp, dir);
+    fs::remove_all(old);
+    return;
   }
   fs::rename(tmp, dir);
 }
@@ -363,8 +377,7 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
   // Write everything to a temporary directory beside `dir`, then move it into place.
   fs::path target = fs::path(dir).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();
-  fs::path tmp = target.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
+  fs::path tmp = scratch_path(target, "tmp");
   fs::create_directories(tmp);
   try {
     NamedTensors weights;

@@ -187,6 +187,9 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
     if (fused > 0) {
       std::string library = dir + "/" + entry.kernels;
       check_digest(m, dir, entry.kernels, sha256_file_hex(library));
+      // The object file is not loaded, but it is part of what was exported (for static
+      // linking): a damaged one is reported too.
+      check_digest(m, dir, entry.object, sha256_file_hex(dir + "/" + entry.object));
       g->library = std::make_unique<cpu::KernelLibrary>(library);
       cpu::KernelLibrary* lib = g->library.get();
       g->kernels = cpu::bind_fused_kernels(

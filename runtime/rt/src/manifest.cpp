@@ -73,6 +73,12 @@ class Reader {
                ". ", fix());
     return f.as_array();
   }
+  const json::Object& object(const char* key) const {
+    const json::Value& f = field(key);
+    KILN_CHECK(f.is_object(), where(key), "expected an object, found a ", json::kind_name(f.kind()),
+               ". ", fix());
+    return f.as_object();
+  }
   // A file name inside the artifact directory (no directories, nothing hidden).
   std::string file_name(const char* key) const {
     std::string name = string(key);
@@ -241,10 +247,7 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
       e.kernels = g.file_name("kernels");
       e.object = g.file_name("object");
     }
-    const json::Value& ranges = g.field("symbols");
-    KILN_CHECK(ranges.is_object(), g.where("symbols"), "expected an object, found a ",
-               json::kind_name(ranges.kind()), ". ", Reader::fix());
-    for (const auto& [name, range] : ranges.as_object()) {
+    for (const auto& [name, range] : g.object("symbols")) {
       KILN_CHECK(m.find_symbol(name), g.where("symbols"), "the symbol ", name,
                  " is not declared in \"symbols\". ", Reader::fix());
       e.symbols.push_back(read_range(g, name, range));
@@ -253,18 +256,12 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
   }
   m.weights = r.file_name("weights");
   m.config = r.field("config");
-  const json::Value& meta = r.field("metadata");
-  KILN_CHECK(meta.is_object(), r.where("metadata"), "expected an object, found a ",
-             json::kind_name(meta.kind()), ". ", Reader::fix());
-  for (const auto& [k, v] : meta.as_object()) {
+  for (const auto& [k, v] : r.object("metadata")) {
     KILN_CHECK(v.is_string(), r.where("metadata"), "expected string values, found ", json::dump(v),
                " for \"", k, "\". ", Reader::fix());
     m.metadata[k] = v.as_string();
   }
-  const json::Value& hashes = r.field("sha256");
-  KILN_CHECK(hashes.is_object(), r.where("sha256"), "expected an object, found a ",
-             json::kind_name(hashes.kind()), ". ", Reader::fix());
-  for (const auto& [k, v] : hashes.as_object()) {
+  for (const auto& [k, v] : r.object("sha256")) {
     KILN_CHECK(v.is_string() && v.as_string().size() == 64, r.where("sha256"),
                "expected a 64-digit hex digest for \"", k, "\", found ", json::dump(v), ". ",
                Reader::fix());

@@ -1,0 +1,647 @@
+// Ahead-of-time export end to end: kiln::export_model writes an artifact, kiln_rt loads and
+// runs it as a deployed program would. Every seed model's exported result equals the compiled
+// and the eager one (static and dynamic batch); the manifest describes what is on disk; the
+// runtime refuses wrong inputs and damaged artifacts with messages that say what and where;
+// export refuses what it cannot write; one loaded model runs from several threads.
+#include "kiln/export.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "export/export_test_util.h"
+#include "frontend/compare_bits.h"
+#include "kiln/cpu_features.h"
+#include "kiln/kiln.h"
+#include "kiln_rt.hpp"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using export_test::expect_parts;
+using export_test::list_dir;
+using export_test::load_error;
+using export_test::read_text;
+using export_test::run_rt;
+using export_test::ScratchDir;
+using export_test::write_text;
+namespace fs = std::filesystem;
+
+// Same shape and dtype, every element within `tol` of b's.
+::testing::AssertionResult within(const Tensor& a, const Tensor& b, double tol) {
+  return elementwise_match(a, b, [&](double x, double y) { return std::abs(x - y) <= tol; });
+}
+
+std::shared_ptr<nn::Module> fashion_mlp() {
+  manual_seed(3);
+  auto model = models::build(models::FashionMLPConfig{12, 16, 5, 0.3});
+  model->eval();
+  return model;
+}
+
+Tensor randn_batch(std::vector<int64_t> shape, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, {}, &gen);
+}
+
+// ---- 1. every seed model: kiln_rt == compiled == eager ----
+
+// Embedding (int64 token inputs) -> mean -> Linear: the int64 input path of the signature.
+struct TokenClassifier : nn::Module {
+  nn::ModulePtr<nn::Embedding> embed = register_module(
+      "embed", std::make_shared<nn::Embedding>(11, 6, nn::EmbeddingOptions{.padding_idx = 0}));
+  nn::ModulePtr<nn::Linear> head = register_module("head", std::make_shared<nn::Linear>(6, 3));
+  Tensor forward(const Tensor& tokens) override { return head(embed(tokens).mean({1})); }
+};
+
+struct ModelCase {
+  std::function<std::shared_ptr<nn::Module>()> make;
+  std::function<Tensor(int64_t batch, uint64_t seed)> input;
+  int64_t example_batch = 4;
+  double tol = 1e-5;
+  // Run before eval() (BatchNorm: a few training steps, so the running statistics are not
+  // the identity).
+  std::function<void(nn::Module&)> prepare;
+};
+
+std::function<Tensor(int64_t, uint64_t)> randn_inputs(std::vector<int64_t> rest) {
+  return [rest](int64_t batch, uint64_t seed) {
+    std::vector<int64_t> shape{batch};
+    shape.insert(shape.end(), rest.begin(), rest.end());
+    return randn_batch(shape, seed);
+  };
+}
+
+// kiln_rt's, the compiled and the eager results of `model` on `x`, pairwise within tol.
+void expect_three_agree(const kiln_rt::Model& rt, CompiledModule<nn::Module>& compiled,
+                        nn::Module& model, const Tensor& x, double tol, const std::string& what) {
+  Tensor want = model(x);
+  Tensor got_compiled = compiled(x);
+  std::vector<Tensor> got_rt = run_rt(rt, {x});
+  ASSERT_EQ(got_rt.size(), 1u) << what;
+  EXPECT_TRUE(within(got_rt[0], want, tol)) << what << ": kiln_rt vs eager";
+  EXPECT_TRUE(within(got_compiled, want, tol)) << what << ": compiled vs eager";
+  EXPECT_TRUE(within(got_rt[0], got_compiled, tol)) << what << ": kiln_rt vs compiled";
+}
+
+void check_model(const ModelCase& c) {
+  ScratchDir scratch("model");
+  manual_seed(1234);
+  std::shared_ptr<nn::Module> model = c.make();
+  if (c.prepare) c.prepare(*model);
+  model->eval();
+  NoGradGuard no_grad;
+  // Exported first: a lazy model materializes its layers in the export's trace.
+  Tensor example = c.input(c.example_batch, 100);
+  ExportResult fixed = export_model(model, {example}, scratch.path("static.kiln"));
+  EXPECT_LE(fixed.max_abs_diff, c.tol) << fixed.summary();
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult dynamic = export_model(model, {example}, scratch.path("dynamic.kiln"), options);
+  EXPECT_LE(dynamic.max_abs_diff, c.tol) << dynamic.summary();
+
+  auto compiled = compile(model);
+  kiln_rt::Model rt_static(fixed.dir);
+  EXPECT_EQ(rt_static.input_signature(0).find("s0"), std::string::npos)
+      << rt_static.input_signature(0);
+  expect_three_agree(rt_static, compiled, *model, example, c.tol, "static export");
+  kiln_rt::Model rt_dynamic(dynamic.dir);
+  EXPECT_EQ(
+      rt_dynamic.input_signature(0).rfind(std::string(dtype_name(example.dtype())) + "[s0", 0), 0u)
+      << rt_dynamic.input_signature(0);
+  for (int64_t batch : {1, 2, 7})
+    expect_three_agree(rt_dynamic, compiled, *model,
+                       c.input(batch, 200 + static_cast<uint64_t>(batch)), c.tol,
+                       "dynamic export, batch " + std::to_string(batch));
+}
+
+TEST(ExportModels, ResidualMlp) {
+  check_model({[] {
+                 return models::build(models::MLPConfig{12, 16, 2, 5});
+               },
+               randn_inputs({1, 3, 4}), 3});
+}
+
+TEST(ExportModels, FashionMlp) {
+  check_model({[] {
+                 return models::build(models::FashionMLPConfig{12, 16, 5, 0.3});
+               },
+               randn_inputs({12})});
+}
+
+TEST(ExportModels, LazyCnnBeforeItsFirstForward) {
+  check_model({[] {
+                 return models::build(models::LazyCNNConfig{4, 6, 5});
+               },
+               randn_inputs({3, 8, 8}), 2});
+}
+
+TEST(ExportModels, BatchNormCnnWithTrainedStatistics) {
+  check_model({[] {
+                 return models::build(models::BatchNormCNNConfig{1, 8, 4, 6, 16, 5, 0.25});
+               },
+               randn_inputs({1, 8, 8}), 3, 1e-5,
+               [](nn::Module& m) {
+                 NoGradGuard no_grad;
+                 m.train();
+                 for (uint64_t i = 0; i < 3; ++i) m(randn_batch({5, 1, 8, 8}, 300 + i) * 2 + 1);
+               }});
+}
+
+TEST(ExportModels, TransformerClassifier) {
+  check_model({[] {
+                 return models::build(models::TransformerClassifierConfig{.image_size = 6,
+                                                                          .d_model = 8,
+                                                                          .nhead = 2,
+                                                                          .num_layers = 2,
+                                                                          .dim_feedforward = 16,
+                                                                          .dropout = 0.1,
+                                                                          .num_classes = 4});
+               },
+               randn_inputs({1, 6, 6}), 2});
+}
+
+TEST(ExportModels, EmbeddingWithInt64Tokens) {
+  check_model({[] { return std::make_shared<TokenClassifier>(); },
+               [](int64_t batch, uint64_t seed) {
+                 Generator gen(seed);
+                 return randint(0, 11, {batch, 5}, kInt64, &gen);
+               },
+               3});
+}
+
+TEST(ExportModels, HalvingMlpWhileLoop) {
+  check_model({[] {
+                 return models::build(models::HalvingMLPWhileConfig{{12, 16, 5}});
+               },
+               randn_inputs({12})});
+}
+
+TEST(ExportModels, HalvingMlpHostLoopIsRefused) {
+  ScratchDir scratch("halving");
+  manual_seed(1234);
+  auto model = models::build(models::HalvingMLPConfig{12, 16, 5});
+  model->eval();
+  std::string dir = scratch.path("halving.kiln");
+  try {
+    export_model(model, {randn_batch({4, 12}, 5)}, dir);
+    ADD_FAILURE() << "export_model accepted a forward that reads a traced value on the host";
+  } catch (const GraphBreakError& e) {
+    expect_parts(e.what(), {"[export] HalvingMLP cannot be exported", "graph break",
+                            "halving_mlp.cpp", "while_loop"});
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_TRUE(list_dir(scratch.base()).empty());
+}
+
+// ---- 2. the manifest and the signature ----
+
+TEST(ExportManifest, DescribesTheFilesOnDisk) {
+  ScratchDir scratch("manifest");
+  auto model = fashion_mlp();
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.metadata = {{"test_accuracy", "0.5"}};
+  ExportResult r = export_model(model, {randn_batch({4, 12}, 1)}, scratch.path("m.kiln"), options);
+
+  // ExportResult.files: every file of the directory, sizes as on disk.
+  std::vector<std::string> listed;
+  for (const auto& [name, bytes] : r.files) {
+    listed.push_back(name);
+    EXPECT_EQ(bytes, fs::file_size(fs::path(r.dir) / name)) << name;
+  }
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, list_dir(r.dir));
+  for (const char* name :
+       {"manifest.json", "graph0.kir", "kernels0.so", "kernels0.o", "weights.safetensors"})
+    EXPECT_NE(std::find(listed.begin(), listed.end(), name), listed.end()) << name;
+
+  json::Value m = json::parse(read_text(r.dir + "/manifest.json"));
+  ASSERT_TRUE(m.is_object());
+  EXPECT_EQ(m.find("format")->as_string(), "kiln-artifact");
+  EXPECT_EQ(m.find("format_version")->as_int(), artifact::kFormatVersion);
+  EXPECT_EQ(m.find("model")->as_string(), "FashionMLP");
+  EXPECT_EQ(m.find("metadata")->find("test_accuracy")->as_string(), "0.5");
+  const json::Value* hashes = m.find("sha256");
+  ASSERT_TRUE(hashes && hashes->is_object());
+  // A digest for every file but the manifest itself, and for nothing else.
+  EXPECT_EQ(hashes->as_object().size(), listed.size() - 1);
+  for (const std::string& name : listed) {
+    if (name == "manifest.json") continue;
+    const json::Value* digest = hashes->find(name);
+    ASSERT_TRUE(digest != nullptr) << name;
+    EXPECT_EQ(digest->as_string(), r.manifest.sha256.at(name)) << name;
+    EXPECT_EQ(digest->as_string().size(), 64u) << name;
+  }
+  EXPECT_EQ(m.find("artifact_sha256")->as_string(), r.manifest.artifact_sha256);
+  EXPECT_EQ(r.manifest.artifact_sha256, r.manifest.combined_sha256());
+  EXPECT_NE(r.summary().find("float32[s0, 12]"), std::string::npos) << r.summary();
+
+  kiln_rt::Model rt(r.dir);
+  ASSERT_EQ(rt.input_count(), 1u);
+  EXPECT_EQ(rt.input_name(0), "x");
+  EXPECT_EQ(rt.input_signature(0), "float32[s0, 12]");
+  ASSERT_EQ(rt.output_count(), 1u);
+  EXPECT_EQ(rt.output_name(0), r.manifest.outputs[0].name);
+  EXPECT_EQ(rt.output_signature(0), "float32[s0, 5]");
+  EXPECT_THROW(rt.input_signature(1), kiln_rt::Error);
+  EXPECT_THROW(rt.output_name(1), kiln_rt::Error);
+  // kiln_rt's manifest is the one on disk.
+  EXPECT_EQ(json::parse(rt.manifest()), m);
+  EXPECT_STREQ(kiln_rt_version(), r.manifest.kiln_version.c_str());
+}
+
+TEST(ExportManifest, StaticSignature) {
+  ScratchDir scratch("static");
+  ExportResult r = export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, scratch.path("s.kiln"));
+  kiln_rt::Model rt(r.dir);
+  EXPECT_EQ(rt.input_signature(0), "float32[4, 12]");
+  EXPECT_EQ(rt.output_signature(0), "float32[4, 5]");
+  EXPECT_TRUE(r.manifest.symbols.empty());
+  EXPECT_EQ(r.manifest.graphs.size(), 1u);
+}
+
+// ---- 3. kiln_rt's guards on every call ----
+
+// A loaded FashionMLP export (dynamic batch unless `fixed`), its directory removed after.
+struct Loaded {
+  ScratchDir scratch{"loaded"};
+  std::unique_ptr<kiln_rt::Model> rt;
+  explicit Loaded(bool fixed) {
+    ExportOptions options;
+    options.dynamic_batch = !fixed;
+    export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, scratch.path("a.kiln"), options);
+    rt = std::make_unique<kiln_rt::Model>(scratch.path("a.kiln"));
+  }
+};
+
+std::string run_error(const kiln_rt::Model& rt, const std::vector<kiln_rt::Input>& inputs) {
+  try {
+    rt.run(inputs);
+  } catch (const kiln_rt::Error& e) {
+    return e.what();
+  }
+  return "<kiln_rt ran the call>";
+}
+
+TEST(ExportGuards, WrongDtypeThroughTheCApi) {
+  ScratchDir scratch("dtype");
+  std::string dir = scratch.path("a.kiln");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, dir, options);
+  kiln_rt_model* model = kiln_rt_load(dir.c_str());
+  ASSERT_NE(model, nullptr) << kiln_rt_last_error();
+  EXPECT_STREQ(kiln_rt_last_error(), "");
+  std::vector<int64_t> data(3 * 12, 1);
+  int64_t shape[2] = {3, 12};
+  kiln_rt_tensor x = {data.data(), KILN_RT_INT64, 2, shape};
+  EXPECT_EQ(kiln_rt_run(model, &x, 1), nullptr);
+  expect_parts(kiln_rt_last_error(),
+               {"input 'x'", "expects float32[s0, 12]", "got int64[3, 12]", "pass float32 data"});
+  // A malformed tensor and NULL handles are refused too.
+  kiln_rt_tensor bad = {data.data(), static_cast<kiln_rt_dtype>(42), 2, shape};
+  EXPECT_EQ(kiln_rt_run(model, &bad, 1), nullptr);
+  expect_parts(kiln_rt_last_error(), {"input 0 is malformed", "dtype 42"});
+  EXPECT_EQ(kiln_rt_run(nullptr, &x, 1), nullptr);
+  expect_parts(kiln_rt_last_error(), {"expected a model, got NULL"});
+  // The error is cleared by the next successful call.
+  std::vector<float> floats(3 * 12, 0.5f);
+  kiln_rt_tensor good = {floats.data(), KILN_RT_FLOAT32, 2, shape};
+  kiln_rt_outputs* out = kiln_rt_run(model, &good, 1);
+  ASSERT_NE(out, nullptr) << kiln_rt_last_error();
+  EXPECT_STREQ(kiln_rt_last_error(), "");
+  EXPECT_EQ(kiln_rt_outputs_count(out), 1u);
+  EXPECT_EQ(kiln_rt_outputs_get(out, 1), nullptr);
+  kiln_rt_outputs_free(out);
+  kiln_rt_free(model);
+}
+
+TEST(ExportGuards, WrongRankCountAndStaticDim) {
+  Loaded dynamic(false);
+  std::vector<float> data(7 * 12, 0.25f);
+  using kiln_rt::Model;
+  expect_parts(run_error(*dynamic.rt, {Model::input(data.data(), {7, 12, 1})}),
+               {"input 'x'", "expects float32[s0, 12]", "got float32[7, 12, 1]", "rank 3"});
+  expect_parts(run_error(*dynamic.rt, {Model::input(data.data(), {7, 6})}),
+               {"input 'x'", "expects float32[s0, 12]", "got float32[7, 6]", "dim 1 is 6"});
+  expect_parts(run_error(*dynamic.rt,
+                         {Model::input(data.data(), {2, 12}), Model::input(data.data(), {2, 12})}),
+               {"expects 1 inputs", "x: float32[s0, 12]", "got 2"});
+  expect_parts(run_error(*dynamic.rt, {}), {"expects 1 inputs", "got 0"});
+
+  Loaded fixed(true);
+  expect_parts(run_error(*fixed.rt, {Model::input(data.data(), {7, 12})}),
+               {"input 'x'", "expects float32[4, 12]", "got float32[7, 12]", "dim 0 is 7",
+                "exported for 4 only"});
+  EXPECT_EQ(fixed.rt->run({Model::input(data.data(), {4, 12})}).shape(0),
+            std::vector<int64_t>({4, 5}));
+}
+
+// fc(x) + y: two inputs whose batch dims must agree.
+struct AddPair : nn::Module {
+  nn::ModulePtr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(3, 3));
+  Tensor forward(const Tensor& x, const Tensor& y) { return fc(x) + y; }
+};
+
+TEST(ExportGuards, TwoInputsWithOneDynamicBatch) {
+  ScratchDir scratch("pair");
+  manual_seed(5);
+  auto model = std::make_shared<AddPair>();
+  model->eval();
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.input_names = {"a", "b"};
+  options.forward = [model](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{nn::call(*model, in.at(0), in.at(1))};
+  };
+  ExportResult r = export_model(model, {randn_batch({4, 3}, 1), randn_batch({4, 3}, 2)},
+                                scratch.path("pair.kiln"), options);
+  kiln_rt::Model rt(r.dir);
+  ASSERT_EQ(rt.input_count(), 2u);
+  EXPECT_EQ(rt.input_name(0), "a");
+  EXPECT_EQ(rt.input_name(1), "b");
+  EXPECT_EQ(rt.input_signature(0), "float32[s0, 3]");
+  EXPECT_EQ(rt.input_signature(1), "float32[s0, 3]");
+  for (int64_t batch : {1, 5}) {
+    Tensor a = randn_batch({batch, 3}, 10), b = randn_batch({batch, 3}, 11);
+    std::vector<Tensor> got = run_rt(rt, {a, b});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(within(got[0], nn::call(*model, a, b), 1e-5)) << "batch " << batch;
+  }
+  std::vector<float> data(5 * 3, 1.0f);
+  expect_parts(run_error(rt, {kiln_rt::Model::input(data.data(), {5, 3}),
+                              kiln_rt::Model::input(data.data(), {3, 3})}),
+               {"input 'b'", "expects float32[s0, 3]", "got float32[3, 3]", "dim 0 (s0) is 3",
+                "earlier dim with the same symbol is 5"});
+}
+
+// ---- 4. damaged artifacts ----
+
+// A fresh FashionMLP export (dynamic batch), copied into a new directory per case.
+class ExportTampered : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    source_ = new ScratchDir("tampered_source");
+    ExportOptions options;
+    options.dynamic_batch = true;
+    export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, source_->path("a.kiln"), options);
+  }
+  static void TearDownTestSuite() {
+    delete source_;
+    source_ = nullptr;
+  }
+  // A copy of the artifact, which loads before it is damaged.
+  std::string fresh_copy() {
+    std::string dir = scratch_.path("copy.kiln");
+    fs::copy(source_->path("a.kiln"), dir, fs::copy_options::recursive);
+    return dir;
+  }
+  json::Value manifest(const std::string& dir) {
+    return json::parse(read_text(dir + "/manifest.json"));
+  }
+  void write_manifest(const std::string& dir, const json::Value& m) {
+    write_text(dir + "/manifest.json", json::dump(m));
+  }
+
+  static ScratchDir* source_;
+  ScratchDir scratch_{"copy"};
+};
+ScratchDir* ExportTampered::source_ = nullptr;
+
+TEST_F(ExportTampered, TheUntouchedCopyLoads) {
+  std::string dir = fresh_copy();
+  kiln_rt::Model rt(dir);
+  EXPECT_EQ(rt.input_signature(0), "float32[s0, 12]");
+}
+
+TEST_F(ExportTampered, FlippedWeightByte) {
+  std::string dir = fresh_copy();
+  std::string bytes = read_text(dir + "/weights.safetensors");
+  ASSERT_GT(bytes.size(), 100u);
+  bytes[bytes.size() - 5] ^= 0x01;  // in the data, past the header
+  write_text(dir + "/weights.safetensors", bytes);
+  expect_parts(load_error(dir), {"weights.safetensors", "sha256",
+                                 "is not the file that was "
+                                 "exported"});
+}
+
+TEST_F(ExportTampered, TruncatedKernelLibrary) {
+  std::string dir = fresh_copy();
+  fs::resize_file(dir + "/kernels0.so", 100);
+  expect_parts(load_error(dir), {"kernels0.so", "sha256", "truncated"});
+}
+
+// The object file is not loaded, but it is part of the artifact (for static linking).
+TEST_F(ExportTampered, DamagedOrMissingObjectFile) {
+  std::string dir = fresh_copy();
+  std::string bytes = read_text(dir + "/kernels0.o");
+  bytes[bytes.size() / 2] ^= 0x01;
+  write_text(dir + "/kernels0.o", bytes);
+  expect_parts(load_error(dir), {"kernels0.o", "sha256", "is not the file that was exported"});
+  fs::remove(dir + "/kernels0.o");
+  expect_parts(load_error(dir), {"kernels0.o", "cannot be opened"});
+}
+
+TEST_F(ExportTampered, MissingGraph) {
+  std::string dir = fresh_copy();
+  fs::remove(dir + "/graph0.kir");
+  expect_parts(load_error(dir), {"graph0.kir", "cannot open it", "export the model again"});
+}
+
+TEST_F(ExportTampered, ManifestIsNotJson) {
+  std::string dir = fresh_copy();
+  write_text(dir + "/manifest.json", "{\"format\": \"kiln-artifact\", ");
+  expect_parts(load_error(dir), {"manifest.json"});
+}
+
+TEST_F(ExportTampered, NewerFormatVersion) {
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  m["format_version"] = 99;
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"format_version", "found 99", "at least as new"});
+}
+
+TEST_F(ExportTampered, CpuFeatureThisHostLacks) {
+#if defined(__x86_64__) && !defined(__clang__)
+  // avx512er (Xeon Phi only) is on no CPU kiln runs on; a GCC build can check it.
+  if (host_has_cpu_feature("avx512er").value_or(true))
+    GTEST_SKIP() << "this host has (or cannot check) avx512er";
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  m["target"]["features"].as_array().push_back("avx512er");
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"CPU features this machine lacks: avx512er", "portable"});
+#else
+  GTEST_SKIP() << "avx512er is checkable only on x86-64 with a GCC build of kiln";
+#endif
+}
+
+TEST_F(ExportTampered, ChangedFileDigest) {
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  m["sha256"]["graph0.kir"] = std::string(64, '0');
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"artifact_sha256", "expected the digest of the files' digests"});
+}
+
+TEST_F(ExportTampered, NullAndMissingDirectory) {
+  EXPECT_EQ(kiln_rt_load(nullptr), nullptr);
+  expect_parts(kiln_rt_last_error(), {"kiln_rt_load", "expected a directory, got NULL"});
+  std::string missing = scratch_.path("nowhere.kiln");
+  expect_parts(load_error(missing), {missing});
+}
+
+// ---- 5. what export refuses ----
+
+TEST(ExportErrors, TrainingModeAndBadArguments) {
+  ScratchDir scratch("errors");
+  std::string dir = scratch.path("a.kiln");
+  auto model = fashion_mlp();
+  Tensor x = randn_batch({4, 12}, 1);
+  model->train();
+  expect_error([&] { export_model(model, {x}, dir); },
+               {"[export] FashionMLP is in training mode", "model->eval()"});
+  model->eval();
+  expect_error([&] { export_model(model, {}, dir); },
+               {"[export] expected at least one example input, found none"});
+  expect_error(
+      [&] {
+        export_model(model, {x, x}, dir);
+      },
+      {"[export] FashionMLP's forward(x) takes one tensor, found 2", "ExportOptions::forward"});
+  ExportOptions names;
+  names.input_names = {"a", "b"};
+  expect_error([&] { export_model(model, {x}, dir, names); },
+               {"[export] expected 1 input_names", "found 2"});
+  // Batch 1 cannot be made dynamic: the trace keeps sizes 0 and 1 static.
+  ExportOptions dynamic;
+  dynamic.dynamic_batch = true;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({1, 12}, 2)}, dir, dynamic);
+      },
+      {"dim 0 of input 'x' was asked to be dynamic", "sizes 0 and 1 are always static"});
+  EXPECT_TRUE(list_dir(scratch.base()).empty());
+}
+
+TEST(ExportErrors, OtherDirectoryIsLeftUntouched) {
+  ScratchDir scratch("occupied");
+  std::string dir = scratch.path("mine");
+  fs::create_directories(dir);
+  write_text(dir + "/notes.txt", "keep me");
+  // Refused after the artifact was written to its temporary directory: that one is removed.
+  expect_error(
+      [&] {
+        export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, dir);
+      },
+      {"[export] expected '" + dir + "' to be absent, empty or an earlier export",
+       "directory without manifest.json", "export never deletes other files"});
+  EXPECT_EQ(list_dir(dir), std::vector<std::string>({"notes.txt"}));
+  EXPECT_EQ(read_text(dir + "/notes.txt"), "keep me");
+  EXPECT_EQ(list_dir(scratch.base()), std::vector<std::string>({"mine"}));
+  // A plain file is refused the same way.
+  std::string file = scratch.path("file.kiln");
+  write_text(file, "x");
+  expect_error(
+      [&] {
+        export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, file);
+      },
+      {"found a file"});
+  EXPECT_EQ(read_text(file), "x");
+  EXPECT_EQ(list_dir(scratch.base()), std::vector<std::string>({"file.kiln", "mine"}));
+}
+
+TEST(ExportErrors, ReexportReplacesTheArtifact) {
+  ScratchDir scratch("reexport");
+  std::string dir = scratch.path("a.kiln");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult first = export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, dir, options);
+  // A trailing slash names the same directory.
+  auto other = models::build(models::FashionMLPConfig{12, 8, 3, 0.3});
+  other->eval();
+  ExportResult second = export_model(other, {randn_batch({2, 12}, 1)}, dir + "/");
+  EXPECT_EQ(second.dir, dir);
+  std::vector<std::string> listed;
+  for (const auto& [name, bytes] : second.files) listed.push_back(name);
+  std::sort(listed.begin(), listed.end());
+  // Nothing of the first export is left (it had a graph per batch range).
+  EXPECT_EQ(list_dir(dir), listed);
+  EXPECT_EQ(list_dir(scratch.base()), std::vector<std::string>({"a.kiln"}));
+  kiln_rt::Model rt(dir);
+  EXPECT_EQ(rt.input_signature(0), "float32[2, 12]");
+  EXPECT_EQ(rt.output_signature(0), "float32[2, 3]");
+  EXPECT_NE(first.manifest.artifact_sha256, second.manifest.artifact_sha256);
+}
+
+// ---- 6. one loaded model, several threads ----
+
+TEST(ExportThreads, ConcurrentRunsMatchSingleThreadedBitForBit) {
+  ScratchDir scratch("threads");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult r =
+      export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, scratch.path("a.kiln"), options);
+  const kiln_rt::Model rt(r.dir);
+  const std::vector<int64_t> batches{1, 2, 3, 5, 7};
+  std::vector<Tensor> inputs, expected;
+  for (int64_t b : batches) {
+    inputs.push_back(randn_batch({b, 12}, 40 + static_cast<uint64_t>(b)));
+    expected.push_back(run_rt(rt, {inputs.back()})[0]);
+  }
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 25; ++k) {
+        size_t i = static_cast<size_t>(t + k) % batches.size();
+        try {
+          kiln_rt::Outputs out = rt.run({kiln_rt::Model::input(
+              static_cast<const float*>(inputs[i].raw_data()), {batches[i], 12})});
+          const Tensor& want = expected[i];
+          if (out.shape(0) != std::vector<int64_t>(want.sizes().begin(), want.sizes().end()) ||
+              std::memcmp(out.data<float>(0), want.raw_data(),
+                          static_cast<size_t>(want.numel()) * sizeof(float)) != 0)
+            ++mismatches;
+        } catch (const kiln_rt::Error&) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// ---- 7. portable kernels ----
+
+TEST(ExportPortable, LoadsAndMatchesEager) {
+  ScratchDir scratch("portable");
+  auto model = fashion_mlp();
+  NoGradGuard no_grad;
+  ExportOptions options;
+  options.portable = true;
+  options.dynamic_batch = true;
+  ExportResult r = export_model(model, {randn_batch({4, 12}, 1)}, scratch.path("p.kiln"), options);
+#if defined(__x86_64__)
+  for (const std::string& f : r.manifest.target.features)
+    EXPECT_TRUE(f != "avx2" && f != "+avx2" && f != "fma" && f != "+fma") << f;
+#endif
+  kiln_rt::Model rt(r.dir);
+  for (int64_t batch : {1, 3}) {
+    Tensor x = randn_batch({batch, 12}, 60 + static_cast<uint64_t>(batch));
+    std::vector<Tensor> got = run_rt(rt, {x});
+    EXPECT_TRUE(within(got.at(0), (*model)(x), 1e-5)) << "batch " << batch;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
