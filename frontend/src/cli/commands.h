@@ -16,6 +16,8 @@ int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_explain(const std::vector<std::string>& args);
 int run_bench(const std::vector<std::string>& args);
+int run_export(const std::vector<std::string>& args);
+int run_run(const std::vector<std::string>& args);
 
 // "fashion_mlp, residual_mlp, ..." for messages.
 std::string model_names();

@@ -28,7 +28,15 @@ void usage(std::ostream& os) {
         "       passes and fusion groups\n"
         "  bench --model NAME [--config JSON] [--batch N] [--iters N] [--backend cpu|interp]\n"
         "        [--freeze]\n"
-        "       time a model eagerly and compiled (no gradients), print both, the compile time\n\n"
+        "       time a model eagerly and compiled (no gradients), print both, the compile time\n"
+        "  export --checkpoint FILE -o DIR [--batch N | --dynamic-batch] [--portable]\n"
+        "       compile a checkpoint's model ahead of time into an artifact directory for\n"
+        "       kiln_rt; any batch size by default (--dynamic-batch), --batch N fixes it,\n"
+        "       --portable targets any CPU of this architecture (no AVX2/FMA)\n"
+        "  run DIR --input FILE.safetensors [--output FILE.safetensors] | run DIR --info\n"
+        "       run an exported artifact through kiln_rt on the file's tensors (by input name,\n"
+        "       else in file order), print the outputs and the latency; --info prints the\n"
+        "       signature and manifest\n\n"
         "models: "
      << kiln::cli::model_names() << "\n";
 }
@@ -49,6 +57,8 @@ int main(int argc, char** argv) {
     if (command == "eval") return kiln::cli::run_eval(args);
     if (command == "explain") return kiln::cli::run_explain(args);
     if (command == "bench") return kiln::cli::run_bench(args);
+    if (command == "export") return kiln::cli::run_export(args);
+    if (command == "run") return kiln::cli::run_run(args);
     std::cerr << "kiln: unknown command '" << command << "'\n";
     usage(std::cerr);
     return 2;
