@@ -39,6 +39,17 @@ case "$cmd" in
   demo)
     configure_and_build build
     ./build/frontend/kiln demo "$@"
+    # Ahead of time: export the checkpoint the demo saved, then run it from plain C on
+    # libkiln_rt (docs/examples/fashion_classifier.c), latency next to the lines above.
+    checkpoint="${TMPDIR:-/tmp}/kiln-demo.safetensors"
+    for ((i = 1; i <= $#; i++)); do
+      [ "${!i}" = "--save" ] && j=$((i + 1)) && checkpoint="${!j}"
+    done
+    echo
+    echo "ahead-of-time export (docs/aot.md):"
+    ./build/frontend/kiln export --checkpoint "$checkpoint" -o build/fashion_mlp.kiln
+    ./build/docs/example_fashion_classifier build/fashion_mlp.kiln \
+      "${KILN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
     ;;
   test)
     if [ "${1:-}" = "--sanitize" ]; then
