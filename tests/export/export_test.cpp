@@ -500,14 +500,38 @@ TEST_F(ExportTampered, NullAndMissingDirectory) {
 
 // ---- 5. what export refuses ----
 
+// A forward whose C++ body computes something else on its second call: the graph traced on
+// the first call then disagrees with the eager reference, and export writes nothing.
+TEST(ExportErrors, CompiledDiffersFromEager) {
+  ScratchDir scratch("differs");
+  std::string dir = scratch.path("a.kiln");
+  auto model = fashion_mlp();
+  Tensor x = randn_batch({4, 12}, 1);
+  int calls = 0;
+  ExportOptions options;
+  options.forward = [&](const std::vector<Tensor>& in) -> std::vector<Tensor> {
+    Tensor y = (*model)(in.at(0));
+    return {++calls == 1 ? y : y * 2};
+  };
+  expect_error([&] { export_model(model, {x}, dir, options); },
+               {"[export] the compiled graph computes", "where the eager forward computes",
+                "output 0, element", "tolerance 0.0001", "no artifact was written"});
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 TEST(ExportErrors, TrainingModeAndBadArguments) {
   ScratchDir scratch("errors");
   std::string dir = scratch.path("a.kiln");
   auto model = fashion_mlp();
   Tensor x = randn_batch({4, 12}, 1);
   model->train();
+  expect_error(
+      [&] { export_model(model, {x}, dir); },
+      {"[export] FashionMLP: the root module (FashionMLP) is in training mode", "model->eval()"});
+  model->eval();
+  model->children()[0]->train();  // one submodule left in training mode is found too
   expect_error([&] { export_model(model, {x}, dir); },
-               {"[export] FashionMLP is in training mode", "model->eval()"});
+               {"[export] FashionMLP: module 'flatten'", "is in training mode"});
   model->eval();
   expect_error([&] { export_model(model, {}, dir); },
                {"[export] expected at least one example input, found none"});

@@ -45,6 +45,9 @@ struct ExportOptions {
   std::string model_name;
   json::Value config;
   std::map<std::string, std::string> metadata;
+  // Export checks the compiled graph against the eager forward on the example inputs and
+  // refuses to write an artifact where |compiled - eager| > tolerance * (1 + |eager|).
+  double tolerance = 1e-4;
   // For modules whose forward takes several tensors: runs the forward on them. Empty: the
   // module's forward(x) on the single example input.
   detail::ForwardFn forward;
@@ -55,7 +58,7 @@ struct ExportResult {
   artifact::Manifest manifest;
   std::vector<std::pair<std::string, uint64_t>> files;  // name and size in bytes
   // Largest |compiled - eager| over the example inputs' outputs, for every graph exported
-  // (checked before anything is written).
+  // (checked against ExportOptions::tolerance before anything is written).
   double max_abs_diff = 0;
   double export_ms = 0;
   // "wrote DIR: ..." and one line per file, the signature and the guards.

@@ -108,8 +108,10 @@ std::vector<artifact::DimSpec> dim_specs(const Shape& shape) {
   return dims;
 }
 
-// Largest |a - b| (0 when equal, NaNs in the same places count as equal).
-double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+// Largest |a - b| (0 when equal, NaNs in the same places count as equal). Throws when an
+// element breaks |a - b| <= tolerance * (1 + |b|): the compiled graph must compute what the
+// eager forward computes before anything is written.
+double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double tolerance) {
   KILN_CHECK(a.size() == b.size(), "[export] the compiled graph returned ", a.size(),
              " outputs where eager returned ", b.size(),
              ". Fix: this is a kiln bug; please report it with the model.");
@@ -123,7 +125,15 @@ double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) 
     for (size_t k = 0; k < x.size(); ++k) {
       if (std::isnan(x[k]) && std::isnan(y[k])) continue;
       double d = std::fabs(x[k] - y[k]);
-      worst = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(worst, d);
+      if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
+      worst = std::max(worst, d);
+      KILN_CHECK(
+          d <= tolerance * (1 + std::fabs(y[k])), "[export] the compiled graph computes ", x[k],
+          " where the eager forward computes ", y[k], " (output ", i, ", element ", k,
+          "; tolerance ", tolerance,
+          "), so no artifact was written. Fix: this is a kiln bug; please report it with the "
+          "model. ExportOptions::pipeline can leave out a pass to find the culprit, and "
+          "ExportOptions::tolerance loosens the check.");
     }
   }
   return worst;
@@ -160,7 +170,7 @@ ExportedGraph compile_for_export(const detail::TracedGraph& traced, const Export
   ExportedGraph out;
   out.compiled = std::make_unique<cpu::CompiledGraph>(*traced.graph, co);
   std::vector<Tensor> got = out.compiled->run(graph_arguments(*traced.graph, traced.state, inputs));
-  max_diff = std::max(max_diff, max_abs_diff(got, eager));
+  max_diff = std::max(max_diff, max_abs_diff(got, eager, options.tolerance));
   return out;
 }
 
@@ -261,9 +271,12 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
   auto start = std::chrono::steady_clock::now();
   init();
   KILN_CHECK(model != nullptr, "[export] expected a module, got null.");
-  KILN_CHECK(!model->is_training(), "[export] ", model->type_name(),
-             " is in training mode; an artifact is for inference (dropout off, BatchNorm "
-             "reading its running statistics). Fix: call model->eval() before export_model.");
+  for (const auto& [path, m] : model->named_modules())
+    KILN_CHECK(!m->is_training(), "[export] ", model->type_name(), ": ",
+               path.empty() ? std::string("the root module") : "module '" + path + "'", " (",
+               m->type_name(),
+               ") is in training mode; an artifact is for inference (dropout off, BatchNorm "
+               "reading its running statistics). Fix: call model->eval() before export_model.");
   KILN_CHECK(!example_inputs.empty(), "[export] expected at least one example input, found none.");
   KILN_CHECK(!dir.empty(), "[export] expected an output directory, got an empty path.");
   for (size_t i = 0; i < example_inputs.size(); ++i) {
