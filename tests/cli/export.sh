@@ -83,6 +83,17 @@ run guard run "$tmp/static.kiln" --input "$tmp/in.safetensors"
 has "$tmp/guard.txt" "kiln run: " "guard"
 has "$tmp/guard.txt" "input 'x' expects float32[3, 1, 28, 28], got float32[2, 1, 28, 28]" "guard"
 
+# Weights inside a shared library run the same.
+run embedded export --checkpoint "$tmp/mlp.safetensors" -o "$tmp/embedded.kiln" --embed-weights
+[ "$rc" -eq 0 ] || fail "export --embed-weights: exit $rc: $(cat "$tmp/embedded.txt")"
+has "$tmp/embedded.txt" "weights.so" "export --embed-weights"
+run embedded_run run "$tmp/embedded.kiln" --input "$tmp/in.safetensors"
+[ "$rc" -eq 0 ] || fail "run with embedded weights: exit $rc: $(cat "$tmp/embedded_run.txt")"
+grep "argmax per row:" "$tmp/run.txt" > "$tmp/argmax_file.txt"
+grep "argmax per row:" "$tmp/embedded_run.txt" > "$tmp/argmax_embedded.txt"
+cmp -s "$tmp/argmax_file.txt" "$tmp/argmax_embedded.txt" ||
+  fail "embedded weights changed the result: $(cat "$tmp/embedded_run.txt")"
+
 run wrongfile run "$tmp/mlp.kiln" --input "$tmp/mlp.safetensors"
 [ "$rc" -eq 1 ] || fail "a checkpoint as --input: exit $rc"
 has "$tmp/wrongfile.txt" "to hold the artifact's inputs (x) by name, or exactly 1 tensor" "--input"

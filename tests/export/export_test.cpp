@@ -667,5 +667,38 @@ TEST(ExportPortable, LoadsAndMatchesEager) {
   }
 }
 
+// Weights inside a shared library: no safetensors file, the same results bit for bit, and
+// the library's digest checked before it is loaded.
+TEST(ExportEmbeddedWeights, RunsLikeTheFileAndIsChecked) {
+  ScratchDir scratch("embedded");
+  auto model = fashion_mlp();
+  NoGradGuard no_grad;
+  Tensor example = randn_batch({4, 12}, 1);
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult plain = export_model(model, {example}, scratch.path("plain.kiln"), options);
+  options.embed_weights = true;
+  ExportResult embedded = export_model(model, {example}, scratch.path("embedded.kiln"), options);
+  EXPECT_EQ(embedded.manifest.weights, "weights.so");
+  EXPECT_TRUE(embedded.manifest.weights_embedded);
+  EXPECT_FALSE(fs::exists(embedded.dir + "/weights.safetensors"));
+  EXPECT_FALSE(fs::exists(embedded.dir + "/.weights.S"));
+  EXPECT_TRUE(fs::exists(embedded.dir + "/weights.so"));
+  kiln_rt::Model a(plain.dir), b(embedded.dir);
+  Tensor x = randn_batch({3, 12}, 70);
+  EXPECT_TRUE(same_bits(run_rt(b, {x}).at(0), run_rt(a, {x}).at(0)));
+
+  std::string bytes = read_text(embedded.dir + "/weights.so");
+  bytes[bytes.size() / 2] ^= 0x01;
+  write_text(embedded.dir + "/weights.so", bytes);
+  expect_parts(load_error(embedded.dir),
+               {"weights.so", "sha256", "is not the file that was exported"});
+
+  // The assembler's .incbin names the bytes by path, in quotes.
+  expect_error([&] { export_model(model, {example}, scratch.path("say \"hi\".kiln"), options); },
+               {"embed_weights needs a directory path without quotes", "say \"hi\""});
+  EXPECT_FALSE(fs::exists(scratch.path("say \"hi\".kiln")));
+}
+
 }  // namespace
 }  // namespace kiln

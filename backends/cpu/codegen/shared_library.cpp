@@ -56,8 +56,10 @@ int run_command(const std::vector<std::string>& argv, const std::string& log_pat
 
 }  // namespace
 
-void link_shared_library(const std::string& object, const std::string& path) {
-  KILN_CHECK(!object.empty(), "[export] expected a module's object file to link into ", path,
+void link_shared_library(const std::string& object, const std::string& path,
+                         const std::vector<std::string>& extra_inputs) {
+  KILN_CHECK(!object.empty() || !extra_inputs.empty(),
+             "[export] expected a module's object file to link into ", path,
              ", found none. Fix: pass KernelModule::object() of a compiled module.");
   const char* cc_env = std::getenv("CC");
   const std::string cc = cc_env && *cc_env ? cc_env : "cc";
@@ -68,13 +70,17 @@ void link_shared_library(const std::string& object, const std::string& path) {
              ", got: ", std::strerror(errno), ". Fix: export into a writable directory.");
   ::close(fd);
   const std::string obj = stem + ".o", log_path = stem + ".log";
-  {
+  std::vector<std::string> argv = {cc, "-shared", "-o", path};
+  if (!object.empty()) {
     std::ofstream out(obj, std::ios::binary);
     out.write(object.data(), static_cast<std::streamsize>(object.size()));
     KILN_CHECK(out.good(), "[export] expected to write ", obj, ". Fix: free disk space.");
+    argv.push_back(obj);
   }
+  argv.insert(argv.end(), extra_inputs.begin(), extra_inputs.end());
+  argv.push_back("-lm");
   std::string log;
-  int status = run_command({cc, "-shared", "-o", path, obj, "-lm"}, log_path, log);
+  int status = run_command(argv, log_path, log);
   std::error_code ec;
   for (const std::string& f : {stem, obj, log_path}) fs::remove(f, ec);
   KILN_CHECK(status == 0, "[export] expected '", cc, " -shared' to link the kernels into ", path,

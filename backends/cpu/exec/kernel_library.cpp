@@ -29,4 +29,13 @@ codegen::KernelFn KernelLibrary::lookup(const std::string& name) const {
   return reinterpret_cast<codegen::KernelFn>(symbol);
 }
 
+const void* KernelLibrary::data(const std::string& name) const {
+  ::dlerror();
+  void* symbol = ::dlsym(handle_, name.c_str());
+  KILN_CHECK(symbol != nullptr, "[kernels] expected ", path_, " to define the data symbol '", name,
+             "', found no such symbol. Fix: the library and the manifest that names it must "
+             "come from the same export.");
+  return symbol;
+}
+
 }  // namespace kiln::cpu

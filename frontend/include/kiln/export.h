@@ -48,6 +48,10 @@ struct ExportOptions {
   // Export checks the compiled graph against the eager forward on the example inputs and
   // refuses to write an artifact where |compiled - eager| > tolerance * (1 + |eager|).
   double tolerance = 1e-4;
+  // The weights inside a shared library (weights.so: the safetensors bytes behind a data
+  // symbol, assembled with .incbin) instead of weights.safetensors, for deployments that ship
+  // code objects only. kiln_rt checks its digest like every file's before loading it.
+  bool embed_weights = false;
   // For modules whose forward takes several tensors: runs the forward on them. Empty: the
   // module's forward(x) on the single example input.
   detail::ForwardFn forward;

@@ -1,4 +1,5 @@
-// `kiln export --checkpoint FILE -o DIR [--batch N | --dynamic-batch] [--portable]`: rebuilds
+// `kiln export --checkpoint FILE -o DIR [--batch N | --dynamic-batch] [--portable]
+// [--embed-weights]`: rebuilds
 // a model from a checkpoint alone and compiles it ahead of time with kiln::export_model into
 // an artifact directory that kiln_rt (and `kiln run`) loads without the compiler.
 #include "kiln/export.h"
@@ -48,7 +49,8 @@ int run_export(const std::vector<std::string>& raw) {
   std::vector<std::string> normalized = raw;
   for (std::string& a : normalized)
     if (a == "-o") a = "--output";
-  Args args("export", normalized, {"checkpoint", "output", "batch"}, {"dynamic-batch", "portable"});
+  Args args("export", normalized, {"checkpoint", "output", "batch"},
+            {"dynamic-batch", "portable", "embed-weights"});
   KILN_CHECK(args.has("checkpoint"),
              "[export] expected --checkpoint FILE (a file written by `kiln train --save FILE`), "
              "found none. Fix: kiln export --checkpoint FILE -o DIR.");
@@ -74,6 +76,7 @@ int run_export(const std::vector<std::string>& raw) {
   ExportOptions options;
   options.dynamic_batch = dynamic;
   options.portable = args.has("portable");
+  options.embed_weights = args.has("embed-weights");
   options.model_name = saved.name;
   options.config = saved.config;
   options.metadata = saved.metadata;

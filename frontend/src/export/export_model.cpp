@@ -221,6 +221,31 @@ fs::path scratch_path(const fs::path& dir, const char* what) {
          std::to_string(counter++);
 }
 
+// The weights as a shared library (ExportOptions::embed_weights): their safetensors bytes
+// behind the data symbols kiln_rt looks up, assembled with .incbin by the C compiler driver.
+void write_weights_library(const NamedTensors& weights, const fs::path& tmp,
+                           const std::string& name) {
+  const fs::path bytes = fs::absolute(tmp / ".weights.safetensors");
+  const fs::path source = tmp / ".weights.S";
+  const std::string quoted = bytes.string();
+  KILN_CHECK(quoted.find_first_of("\"\\\n") == std::string::npos,
+             "[export] embed_weights needs a directory path without quotes, backslashes or "
+             "newlines, found '",
+             quoted, "'. Fix: export into a plainer path.");
+  std::vector<uint8_t> data = safetensors_bytes(weights);
+  write_file(bytes, std::string(data.begin(), data.end()));
+  write_file(
+      source,
+      detail::str_cat("  .section .rodata\n  .balign 64\n  .globl ", artifact::kWeightsSymbol, "\n",
+                      artifact::kWeightsSymbol, ":\n  .incbin \"", quoted,
+                      "\"\nkiln_weights_end:\n  .balign 8\n  .globl ", artifact::kWeightsSizeSymbol,
+                      "\n", artifact::kWeightsSizeSymbol, ":\n  .quad kiln_weights_end - ",
+                      artifact::kWeightsSymbol, "\n  .section .note.GNU-stack,\"\",@progbits\n"));
+  codegen::link_shared_library("", (tmp / name).string(), {source.string()});
+  fs::remove(bytes);
+  fs::remove(source);
+}
+
 // Moves the finished temporary directory to `dir`, replacing an artifact already there: the
 // old one is renamed aside first, so `dir` is at every moment absent, the old artifact or
 // the new one, never a mix.
@@ -413,7 +438,13 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
       m.graphs.push_back(std::move(e));
     }
     if (m.target.arch.empty()) m.target = {"any", "generic", {}};  // no generated code at all
-    save_safetensors((tmp / m.weights).string(), weights);
+    if (options.embed_weights) {
+      m.weights = "weights.so";
+      m.weights_embedded = true;
+      write_weights_library(weights, tmp, m.weights);
+    } else {
+      save_safetensors((tmp / m.weights).string(), weights);
+    }
     for (const std::string& file : m.files())
       m.sha256[file] = sha256_file_hex((tmp / file).string());
     m.artifact_sha256 = m.combined_sha256();

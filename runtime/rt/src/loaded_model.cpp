@@ -53,6 +53,22 @@ void check_digest(const artifact::Manifest& m, const std::string& dir, const std
              expected, " (the file was modified, truncated or replaced). ", kReexport);
 }
 
+// The weights: a safetensors file hashed from the bytes that are parsed, or (embedded) the
+// data of a shared library hashed before it is loaded.
+SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir) {
+  std::string path = dir + "/" + m.weights;
+  if (!m.weights_embedded) {
+    std::string bytes = read_bytes(path);
+    check_digest(m, dir, m.weights, sha256_hex(bytes.data(), bytes.size()));
+    return load_safetensors_bytes(bytes.data(), bytes.size(), path);
+  }
+  check_digest(m, dir, m.weights, sha256_file_hex(path));
+  cpu::KernelLibrary library(path);
+  const void* data = library.data(artifact::kWeightsSymbol);
+  uint64_t size = *static_cast<const uint64_t*>(library.data(artifact::kWeightsSizeSymbol));
+  return load_safetensors_bytes(data, size, path);
+}
+
 }  // namespace
 
 // One graph of the artifact and its idle runners.
@@ -135,12 +151,7 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
     }
   }
 
-  std::string weight_bytes = read_bytes(dir + "/" + m.weights);
-  check_digest(m, dir, m.weights, sha256_hex(weight_bytes.data(), weight_bytes.size()));
-  SafetensorsFile weights =
-      load_safetensors_bytes(weight_bytes.data(), weight_bytes.size(), dir + "/" + m.weights);
-  weight_bytes.clear();
-  weight_bytes.shrink_to_fit();
+  SafetensorsFile weights = load_weights(m, dir);
 
   for (const artifact::GraphEntry& entry : m.graphs) {
     auto g = std::make_unique<Graph>();

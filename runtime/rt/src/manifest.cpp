@@ -186,6 +186,7 @@ json::Value Manifest::to_json() const {
   }
   v["graphs"] = std::move(gs);
   v["weights"] = weights;
+  v["weights_embedded"] = weights_embedded;
   v["config"] = config;
   json::Value meta = json::Object{};
   for (const auto& [k, val] : metadata) meta[k] = val;
@@ -255,6 +256,11 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
     m.graphs.push_back(std::move(e));
   }
   m.weights = r.file_name("weights");
+  if (const json::Value* embedded = r.optional("weights_embedded")) {
+    KILN_CHECK(embedded->is_bool(), r.where("weights_embedded"), "expected true or false, found ",
+               json::dump(*embedded), ". ", Reader::fix());
+    m.weights_embedded = embedded->as_bool();
+  }
   m.config = r.field("config");
   for (const auto& [k, v] : r.object("metadata")) {
     KILN_CHECK(v.is_string(), r.where("metadata"), "expected string values, found ", json::dump(v),

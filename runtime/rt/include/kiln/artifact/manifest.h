@@ -11,7 +11,7 @@
 //    "symbols": [{"name": "s0", "min": 1, "max": 9223372036854775807}],
 //    "graphs":  [{"graph": "graph0.kir", "kernels": "kernels0.so", "object": "kernels0.o",
 //                 "kernel_count": 3, "symbols": {"s0": [2, 9223372036854775807]}}, ...],
-//    "weights": "weights.safetensors",
+//    "weights": "weights.safetensors", "weights_embedded": false,
 //    "config": {...}, "metadata": {"test_accuracy": "0.8463", ...},
 //    "sha256": {"graph0.kir": "…", "kernels0.so": "…", ...}, "artifact_sha256": "…"}
 //
@@ -34,6 +34,9 @@ inline constexpr const char* kFormatName = "kiln-artifact";
 // The format this kiln writes and the newest one kiln_rt reads.
 inline constexpr int64_t kFormatVersion = 1;
 inline constexpr const char* kManifestFile = "manifest.json";
+// The data symbols of embedded weights: the safetensors bytes, and their count (uint64_t).
+inline constexpr const char* kWeightsSymbol = "kiln_weights";
+inline constexpr const char* kWeightsSizeSymbol = "kiln_weights_size";
 
 // One dim of an input or output: a static size, or a symbol ("s0"; an output may have a
 // product such as "s0*10").
@@ -87,6 +90,9 @@ struct Manifest {
   std::vector<SymbolRange> symbols;
   std::vector<GraphEntry> graphs;
   std::string weights = "weights.safetensors";
+  // The weights file is a shared library (weights.so, ExportOptions::embed_weights) whose
+  // data symbols kWeightsSymbol and kWeightsSizeSymbol hold the safetensors bytes.
+  bool weights_embedded = false;
   json::Value config;                           // the model's config (null when unknown)
   std::map<std::string, std::string> metadata;  // the checkpoint's metadata, free-form
   std::map<std::string, std::string> sha256;    // file name -> hex digest, every file but this

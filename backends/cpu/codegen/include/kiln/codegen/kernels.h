@@ -85,7 +85,10 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
 // Links a module's object file (KernelModule::object() of a position_independent module)
 // into the shared library `path`, with the system's C compiler driver ($CC, else cc) and
 // libm. The library exports every kernel under its name; kiln::cpu::KernelLibrary loads it
-// without MLIR or LLVM. Throws kiln::Error naming the compiler's output when linking fails.
-void link_shared_library(const std::string& object, const std::string& path);
+// without MLIR or LLVM. `extra_inputs` are more files for the driver (an assembly file of
+// data, say); with them `object` may be empty. Throws kiln::Error naming the compiler's
+// output when linking fails.
+void link_shared_library(const std::string& object, const std::string& path,
+                         const std::vector<std::string>& extra_inputs = {});
 
 }  // namespace kiln::codegen

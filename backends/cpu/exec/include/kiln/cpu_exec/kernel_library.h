@@ -20,6 +20,8 @@ class KernelLibrary {
 
   // The kernel `name`; throws kiln::Error when the library does not define it.
   codegen::KernelFn lookup(const std::string& name) const;
+  // The address of the data symbol `name`; throws kiln::Error when the library lacks it.
+  const void* data(const std::string& name) const;
   const std::string& path() const { return path_; }
 
  private:
