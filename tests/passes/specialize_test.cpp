@@ -90,6 +90,10 @@ TEST(PassSpecialize, NothingBoundChangesNothing) {
   g = parse(ir);
   EXPECT_EQ(PassManager("specialize{s0=6}").run(*g).passes[0].summary,
             "s0=6: 2 types and attributes");
+  // allow_one=1 binds size 1, which export compares with a trace at size 1.
+  g = parse(ir);
+  EXPECT_EQ(PassManager("specialize{s0=1,allow_one=1}").run(*g).passes[0].summary,
+            "s0=1: 2 types and attributes");
 }
 
 TEST(PassSpecialize, RejectsSizesBelowTwoAndUnknownOptions) {
