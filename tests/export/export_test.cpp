@@ -607,6 +607,30 @@ TEST(ExportErrors, ReexportReplacesTheArtifact) {
 
 // ---- 6. one loaded model, several threads ----
 
+// A forward that returns a view of its input: the output kiln_rt hands back is the
+// caller's own copy, not a window into the input it may free or overwrite.
+struct FlattenOnly : nn::Module {
+  Tensor forward(const Tensor& x) override { return x.flatten(1); }
+};
+
+TEST(ExportGuards, OutputsNeverAliasTheInputs) {
+  ScratchDir scratch("alias");
+  auto model = std::make_shared<FlattenOnly>();
+  model->eval();
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult r =
+      export_model(model, {randn_batch({2, 3, 4}, 1)}, scratch.path("a.kiln"), options);
+  kiln_rt::Model rt(r.dir);
+  std::vector<float> x(2 * 3 * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  kiln_rt::Outputs out = rt.run({kiln_rt::Model::input(x.data(), {2, 3, 4})});
+  ASSERT_EQ(out.shape(0), (std::vector<int64_t>{2, 12}));
+  EXPECT_NE(static_cast<const void*>(out.data<float>(0)), static_cast<const void*>(x.data()));
+  std::fill(x.begin(), x.end(), -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out.data<float>(0)[i], static_cast<float>(i));
+}
+
 TEST(ExportThreads, ConcurrentRunsMatchSingleThreadedBitForBit) {
   ScratchDir scratch("threads");
   ExportOptions options;

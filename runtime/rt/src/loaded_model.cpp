@@ -117,6 +117,13 @@ struct LoadedModel::Graph {
     for (const ir::GraphInput& in : graph->inputs())
       all.push_back(in.kind == ir::InputKind::Input ? inputs.at(next++) : in.constant);
     std::vector<Tensor> out = runner->plan ? runner->plan->run(all) : runner->executor->run(all);
+    // An output that is (a view of) an input or a weight is copied: the caller owns its
+    // outputs, may keep them after freeing its inputs, and must not write into the weights.
+    for (Tensor& t : out) {
+      bool borrowed = false;
+      for (const Tensor& in : all) borrowed = borrowed || (in.defined() && t.shares_storage(in));
+      if (borrowed) t = dispatch1(ops::clone, std::span<const Tensor>(&t, 1));
+    }
     std::lock_guard<std::mutex> lock(mutex);
     idle.push_back(std::move(runner));
     return out;
