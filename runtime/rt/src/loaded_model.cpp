@@ -2,6 +2,13 @@
 // borrowed runner).
 #include "loaded_model.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -53,20 +60,43 @@ void check_digest(const artifact::Manifest& m, const std::string& dir, const std
              expected, " (the file was modified, truncated or replaced). ", kReexport);
 }
 
-// The weights: a safetensors file hashed from the bytes that are parsed, or (embedded) the
-// data of a shared library hashed before it is loaded.
+// `path` mapped copy-on-write: its pages are shared with the page cache (and with other
+// processes that load the same artifact) until something writes to them, which nothing in
+// an inference graph does.
+std::shared_ptr<const void> map_file(const std::string& path, size_t& size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  KILN_CHECK(fd >= 0, "[kiln_rt] expected the artifact file '", path,
+             "', cannot open it: ", std::strerror(errno), ". ", kReexport);
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    size = static_cast<size_t>(st.st_size);
+    p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  }
+  int err = errno;
+  ::close(fd);
+  KILN_CHECK(p != MAP_FAILED, "[kiln_rt] expected to map '", path, "' (", st.st_size,
+             " bytes), failed: ", std::strerror(err), ". ", kReexport);
+  return std::shared_ptr<const void>(
+      p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+}
+
+// The weights, viewed in place: a safetensors file mapped and hashed from the mapping that
+// is parsed, or (embedded) the data of a shared library hashed before it is loaded. The
+// tensors keep the mapping or the library alive.
 SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir) {
   std::string path = dir + "/" + m.weights;
   if (!m.weights_embedded) {
-    std::string bytes = read_bytes(path);
-    check_digest(m, dir, m.weights, sha256_hex(bytes.data(), bytes.size()));
-    return load_safetensors_bytes(bytes.data(), bytes.size(), path);
+    size_t size = 0;
+    std::shared_ptr<const void> mapping = map_file(path, size);
+    check_digest(m, dir, m.weights, sha256_hex(mapping.get(), size));
+    return view_safetensors_bytes(mapping, mapping.get(), size, path);
   }
   check_digest(m, dir, m.weights, sha256_file_hex(path));
-  cpu::KernelLibrary library(path);
-  const void* data = library.data(artifact::kWeightsSymbol);
-  uint64_t size = *static_cast<const uint64_t*>(library.data(artifact::kWeightsSizeSymbol));
-  return load_safetensors_bytes(data, size, path);
+  auto library = std::make_shared<cpu::KernelLibrary>(path);
+  const void* data = library->data(artifact::kWeightsSymbol);
+  uint64_t size = *static_cast<const uint64_t*>(library->data(artifact::kWeightsSizeSymbol));
+  return view_safetensors_bytes(library, data, size, path);
 }
 
 }  // namespace

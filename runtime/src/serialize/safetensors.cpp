@@ -215,20 +215,33 @@ class ByteSource {
   virtual uint64_t size() const = 0;
   // Reads exactly n bytes at `offset` (the caller has checked the range).
   virtual void read(uint64_t offset, size_t n, void* dst) const = 0;
+  // A tensor viewing the bytes at `offset` in place, or an undefined tensor when this
+  // source does not lend its bytes (they are then read into a new tensor).
+  virtual Tensor view(uint64_t offset, const Shape& shape, DType dtype) const { return {}; }
 };
 
 class MemorySource : public ByteSource {
  public:
-  MemorySource(const void* data, size_t size)
-      : data_(static_cast<const uint8_t*>(data)), size_(size) {}
+  // With an `owner`, tensors whose bytes are aligned to their element size view the memory
+  // in place and keep the owner alive.
+  MemorySource(const void* data, size_t size, std::shared_ptr<const void> owner = nullptr)
+      : data_(static_cast<const uint8_t*>(data)), size_(size), owner_(std::move(owner)) {}
   uint64_t size() const override { return size_; }
   void read(uint64_t offset, size_t n, void* dst) const override {
     if (n) std::memcpy(dst, data_ + offset, n);
+  }
+  Tensor view(uint64_t offset, const Shape& shape, DType dtype) const override {
+    const uint8_t* p = data_ + offset;
+    if (!owner_ || reinterpret_cast<uintptr_t>(p) % itemsize(dtype) != 0) return {};
+    std::shared_ptr<const void> owner = owner_;
+    return Tensor::from_blob(const_cast<uint8_t*>(p), IntList(shape.data(), shape.size()), dtype,
+                             {}, [owner](void*) {});
   }
 
  private:
   const uint8_t* data_;
   size_t size_;
+  std::shared_ptr<const void> owner_;
 };
 
 class FileSource : public ByteSource {
@@ -426,10 +439,13 @@ SafetensorsFile load_from(const ByteSource& src, const std::string& origin) {
 
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype);
     size_t n = static_cast<size_t>(e.end - e.begin);
+    Tensor t = n > 0 ? src.view(data_start + e.begin, e.shape, e.dtype) : Tensor();
+    if (!t.defined()) {
+      t = Tensor::empty(e.shape, e.dtype);
+      if (n > 0) src.read(data_start + e.begin, n, t.raw_data());
+    }
     if (n > 0) {
-      src.read(data_start + e.begin, n, t.raw_data());
       if (e.dtype == DType::Bool) {
         // A C++ bool must hold 0 or 1; any other byte would be undefined behaviour later.
         const auto* bytes = static_cast<const uint8_t*>(t.raw_data());
@@ -537,6 +553,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 SafetensorsFile load_safetensors_bytes(const void* data, size_t size, const std::string& origin) {
   MemorySource src(data, size);
+  return load_from(src, origin);
+}
+
+SafetensorsFile view_safetensors_bytes(std::shared_ptr<const void> owner, const void* data,
+                                       size_t size, const std::string& origin) {
+  MemorySource src(data, size, std::move(owner));
   return load_from(src, origin);
 }
 

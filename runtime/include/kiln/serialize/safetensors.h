@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,13 @@ SafetensorsFile load_safetensors(const std::string& path);
 // The same checks on bytes already in memory; `origin` names them in errors.
 SafetensorsFile load_safetensors_bytes(const void* data, size_t size,
                                        const std::string& origin = "<memory>");
+
+// The same checks, but the tensors view `data` in place instead of copying it (a mapped
+// file, a library's data), and each keeps `owner` alive: the memory must stay valid and
+// unchanged while `owner` lives. A tensor whose bytes are not aligned to its element size
+// (only a foreign writer produces one) is copied instead.
+SafetensorsFile view_safetensors_bytes(std::shared_ptr<const void> owner, const void* data,
+                                       size_t size, const std::string& origin = "<memory>");
 
 // The largest header accepted (the Python reader's limit): 100,000,000 bytes.
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
