@@ -305,7 +305,7 @@ TEST(ExportGuards, WrongDtypeThroughTheCApi) {
   expect_parts(kiln_rt_last_error(),
                {"input 'x'", "expects float32[s0, 12]", "got int64[3, 12]", "pass float32 data"});
   // A malformed tensor and NULL handles are refused too.
-  kiln_rt_tensor bad = {data.data(), static_cast<kiln_rt_dtype>(42), 2, shape};
+  kiln_rt_tensor bad = {data.data(), 42, 2, shape};
   EXPECT_EQ(kiln_rt_run(model, &bad, 1), nullptr);
   expect_parts(kiln_rt_last_error(), {"input 0 is malformed", "dtype 42"});
   EXPECT_EQ(kiln_rt_run(nullptr, &x, 1), nullptr);

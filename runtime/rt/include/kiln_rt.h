@@ -47,7 +47,7 @@ typedef enum kiln_rt_dtype {
  * call. */
 typedef struct kiln_rt_tensor {
   void* data;
-  kiln_rt_dtype dtype;
+  int32_t dtype; /* a kiln_rt_dtype (an int32_t: any value a caller stores is defined) */
   int32_t rank;
   const int64_t* shape; /* rank sizes */
 } kiln_rt_tensor;

@@ -76,7 +76,7 @@ kiln_rt_outputs* kiln_rt_run(kiln_rt_model* model, const kiln_rt_tensor* inputs,
       KILN_CHECK(
           t.dtype >= KILN_RT_BOOL && t.dtype <= KILN_RT_FLOAT64 && t.rank >= 0 && t.rank <= 64 &&
               (t.rank == 0 || t.shape != nullptr),
-          "[kiln_rt] kiln_rt_run: input ", i, " is malformed (dtype ", static_cast<int>(t.dtype),
+          "[kiln_rt] kiln_rt_run: input ", i, " is malformed (dtype ", t.dtype,
           ", rank ", t.rank,
           "). Fix: fill kiln_rt_tensor with a kiln_rt_dtype value, the rank and rank sizes.");
       std::vector<int64_t> shape(t.shape, t.shape + t.rank);
