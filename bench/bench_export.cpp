@@ -3,6 +3,8 @@
 // is exported once per process to a temporary directory; kiln_rt (libkiln_rt.so, its own
 // copy of kiln's runtime and thread pool) runs it with the default thread count, as do the
 // eager and compiled calls. Args: model (0 FashionMLP, 1 ResidualMLP), batch.
+// BM_KilnRtStatic runs an artifact exported for that batch size only (--batch N): what the
+// symbolic sizes of a dynamic-batch artifact cost per call.
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,17 +24,18 @@ struct Subject {
   std::string artifact;
 };
 
-// Model `which` (eval mode, fixed weights), exported with a dynamic batch once.
 // The artifacts are removed when the program ends.
-struct Subjects : std::map<int, Subject> {
+struct Subjects : std::map<std::pair<int, int64_t>, Subject> {
   ~Subjects() {
-    for (const auto& [which, s] : *this) std::filesystem::remove_all(s.artifact);
+    for (const auto& [key, s] : *this) std::filesystem::remove_all(s.artifact);
   }
 };
 
-Subject& subject(int which) {
+// Model `which` (eval mode, fixed weights), exported once with a dynamic batch, or for one
+// batch size only (`static_batch` > 0).
+Subject& subject(int which, int64_t static_batch = 0) {
   static Subjects subjects;
-  auto it = subjects.find(which);
+  auto it = subjects.find({which, static_batch});
   if (it != subjects.end()) return it->second;
   manual_seed(0);
   Subject s;
@@ -40,12 +43,14 @@ Subject& subject(int which) {
                        : std::shared_ptr<nn::Module>(models::build(models::MLPConfig{}));
   s.model->eval();
   s.artifact = (std::filesystem::temp_directory_path() /
-                ("kiln-bench-export-" + std::to_string(::getpid()) + "-" + std::to_string(which)))
+                ("kiln-bench-export-" + std::to_string(::getpid()) + "-" + std::to_string(which) +
+                 "-" + std::to_string(static_batch)))
                    .string();
   ExportOptions options;
-  options.dynamic_batch = true;
-  export_model(s.model, {filled({2, 1, 28, 28}, 1)}, s.artifact, options);
-  return subjects.emplace(which, std::move(s)).first->second;
+  options.dynamic_batch = static_batch == 0;
+  export_model(s.model, {filled({static_batch ? static_batch : 2, 1, 28, 28}, 1)}, s.artifact,
+               options);
+  return subjects.emplace(std::make_pair(which, static_batch), std::move(s)).first->second;
 }
 
 void args(benchmark::internal::Benchmark* b) {
@@ -73,8 +78,7 @@ void BM_Compiled(benchmark::State& state) {
 }
 BENCHMARK(BM_Compiled)->Apply(args);
 
-void BM_KilnRt(benchmark::State& state) {
-  Subject& s = subject(static_cast<int>(state.range(0)));
+void run_kiln_rt(benchmark::State& state, const Subject& s) {
   Tensor x = filled({state.range(1), 1, 28, 28}, 1);
   kiln_rt::Model model(s.artifact);
   const float* data = x.data_ptr<float>();
@@ -82,7 +86,16 @@ void BM_KilnRt(benchmark::State& state) {
   model.run({kiln_rt::Model::input(data, shape)});
   for (auto _ : state) benchmark::DoNotOptimize(model.run({kiln_rt::Model::input(data, shape)}));
 }
+
+void BM_KilnRt(benchmark::State& state) {
+  run_kiln_rt(state, subject(static_cast<int>(state.range(0))));
+}
 BENCHMARK(BM_KilnRt)->Apply(args);
+
+void BM_KilnRtStatic(benchmark::State& state) {
+  run_kiln_rt(state, subject(static_cast<int>(state.range(0)), state.range(1)));
+}
+BENCHMARK(BM_KilnRtStatic)->Apply(args);
 
 // Loading an artifact: manifest, digests, weights, graph parse, dlopen, first plan.
 void BM_KilnRtLoad(benchmark::State& state) {

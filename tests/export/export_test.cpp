@@ -726,5 +726,27 @@ TEST(ExportEmbeddedWeights, RunsLikeTheFileAndIsChecked) {
   EXPECT_FALSE(fs::exists(scratch.path("say \"hi\".kiln")));
 }
 
+// KILN_RT_MAP_WEIGHTS=1: the graph reads the weights where they are mapped (the file, or
+// the embedded library's data), with the same results bit for bit.
+TEST(ExportMappedWeights, SameResultsFromTheMapping) {
+  ScratchDir scratch("mapped");
+  auto model = fashion_mlp();
+  NoGradGuard no_grad;
+  Tensor example = randn_batch({4, 12}, 1);
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult file = export_model(model, {example}, scratch.path("file.kiln"), options);
+  options.embed_weights = true;
+  ExportResult embedded = export_model(model, {example}, scratch.path("embedded.kiln"), options);
+  Tensor x = randn_batch({5, 12}, 80);
+  Tensor want = run_rt(kiln_rt::Model(file.dir), {x}).at(0);
+  ::setenv("KILN_RT_MAP_WEIGHTS", "1", 1);
+  std::vector<Tensor> from_file = run_rt(kiln_rt::Model(file.dir), {x});
+  std::vector<Tensor> from_library = run_rt(kiln_rt::Model(embedded.dir), {x});
+  ::unsetenv("KILN_RT_MAP_WEIGHTS");
+  EXPECT_TRUE(same_bits(from_file.at(0), want));
+  EXPECT_TRUE(same_bits(from_library.at(0), want));
+}
+
 }  // namespace
 }  // namespace kiln

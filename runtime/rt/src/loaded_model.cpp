@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 
 #include "kiln/backends/cpu.h"
 #include "kiln/backends/interp.h"
@@ -81,22 +83,39 @@ std::shared_ptr<const void> map_file(const std::string& path, size_t& size) {
       p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
 }
 
-// The weights, viewed in place: a safetensors file mapped and hashed from the mapping that
-// is parsed, or (embedded) the data of a shared library hashed before it is loaded. The
-// tensors keep the mapping or the library alive.
+// KILN_RT_MAP_WEIGHTS=1: the graph reads the weights where they are mapped instead of from
+// a copy. The mapping's pages are shared with the page cache and with every process that
+// loads the artifact, and loading copies nothing; but they are 4 KiB pages, where the copy
+// lives in kiln's allocator on 2 MiB pages, and a batch-1 call that streams its weights
+// pays for the TLB misses (ResidualMLP: 15% slower, docs/aot.md).
+bool map_weights() {
+  const char* env = std::getenv("KILN_RT_MAP_WEIGHTS");
+  return env && *env && std::string_view(env) != "0";
+}
+
+// The weights: a safetensors file mapped and hashed from the mapping that is parsed, or
+// (embedded) the data of a shared library hashed before it is loaded; copied, or viewed in
+// place under KILN_RT_MAP_WEIGHTS (the tensors then keep the mapping or library alive).
 SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir) {
   std::string path = dir + "/" + m.weights;
+  const void* data = nullptr;
+  uint64_t size = 0;
+  std::shared_ptr<const void> owner;
   if (!m.weights_embedded) {
-    size_t size = 0;
-    std::shared_ptr<const void> mapping = map_file(path, size);
-    check_digest(m, dir, m.weights, sha256_hex(mapping.get(), size));
-    return view_safetensors_bytes(mapping, mapping.get(), size, path);
+    size_t mapped = 0;
+    owner = map_file(path, mapped);
+    data = owner.get();
+    size = mapped;
+    check_digest(m, dir, m.weights, sha256_hex(data, size));
+  } else {
+    check_digest(m, dir, m.weights, sha256_file_hex(path));
+    auto library = std::make_shared<cpu::KernelLibrary>(path);
+    data = library->data(artifact::kWeightsSymbol);
+    size = *static_cast<const uint64_t*>(library->data(artifact::kWeightsSizeSymbol));
+    owner = library;
   }
-  check_digest(m, dir, m.weights, sha256_file_hex(path));
-  auto library = std::make_shared<cpu::KernelLibrary>(path);
-  const void* data = library->data(artifact::kWeightsSymbol);
-  uint64_t size = *static_cast<const uint64_t*>(library->data(artifact::kWeightsSizeSymbol));
-  return view_safetensors_bytes(library, data, size, path);
+  return map_weights() ? view_safetensors_bytes(owner, data, size, path)
+                       : load_safetensors_bytes(data, size, path);
 }
 
 }  // namespace
@@ -289,10 +308,10 @@ std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const artifact::TensorSpec& spec = m.inputs[i];
     const Tensor& x = inputs[i];
-    std::string got = x.type_str();
+    // Messages are built only on failure: a call that passes its guards formats nothing.
     auto refuse = [&](const std::string& why, const std::string& fix) {
       KILN_FAIL("[kiln_rt] ", m.model, ": input '", spec.name, "' expects ", input_signatures_[i],
-                ", got ", got, ": ", why, ". Fix: ", fix, ".");
+                ", got ", x.type_str(), ": ", why, ". Fix: ", fix, ".");
     };
     if (x.dtype() != spec.dtype)
       refuse(std::string("the dtype is ") + std::string(dtype_name(x.dtype())),
