@@ -726,6 +726,38 @@ TEST(ExportEmbeddedWeights, RunsLikeTheFileAndIsChecked) {
   EXPECT_FALSE(fs::exists(scratch.path("say \"hi\".kiln")));
 }
 
+// A forward that treats size 1 differently (squeeze() drops a batch of 1): the trace at
+// size 1 differs from the dynamic graph specialized to 1, so the artifact holds a second
+// graph serving exactly s0 = 1, and each call runs the graph whose range holds its batch.
+struct SqueezingHead : nn::Module {
+  nn::ModulePtr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(6, 4));
+  Tensor forward(const Tensor& x) override { return fc(x).squeeze(); }
+};
+
+TEST(ExportModels, SizeOneServedByAGraphOfItsOwn) {
+  ScratchDir scratch("size_one");
+  manual_seed(5);
+  auto model = std::make_shared<SqueezingHead>();
+  model->eval();
+  NoGradGuard no_grad;
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult r = export_model(model, {randn_batch({3, 6}, 1)}, scratch.path("a.kiln"), options);
+  ASSERT_EQ(r.manifest.graphs.size(), 2u) << r.summary();
+  EXPECT_EQ(r.manifest.graphs[0].symbols,
+            (std::vector<artifact::SymbolRange>{{"s0", 2, std::numeric_limits<int64_t>::max()}}));
+  EXPECT_EQ(r.manifest.graphs[1].symbols, (std::vector<artifact::SymbolRange>{{"s0", 1, 1}}));
+  EXPECT_EQ(r.manifest.symbols[0].min, 1);
+  kiln_rt::Model rt(r.dir);
+  for (int64_t batch : {1, 2, 5}) {
+    Tensor x = randn_batch({batch, 6}, 90 + static_cast<uint64_t>(batch));
+    Tensor want = (*model)(x);
+    Tensor got = run_rt(rt, {x}).at(0);
+    EXPECT_EQ(got.sizes(), want.sizes()) << "batch " << batch;
+    EXPECT_TRUE(within(got, want, 1e-5)) << "batch " << batch;
+  }
+}
+
 // KILN_RT_MAP_WEIGHTS=1: the graph reads the weights where they are mapped (the file, or
 // the embedded library's data), with the same results bit for bit.
 TEST(ExportMappedWeights, SameResultsFromTheMapping) {
