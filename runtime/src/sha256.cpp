@@ -11,7 +11,12 @@
 #include <system_error>
 #include <vector>
 
+#include "kiln/cpu_features.h"
 #include "kiln/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace kiln {
 
@@ -57,11 +62,74 @@ std::string to_hex(const std::array<uint8_t, 32>& bytes) {
   return hex;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// The compression function on x86's SHA extensions. sha256rnds2 runs two rounds on the state
+// held as ABEF and CDGH; sha256msg1/msg2 compute the message schedule four words at a time:
+// W[t] = sigma1(W[t-2]) + W[t-7] + sigma0(W[t-15]) + W[t-16].
+__attribute__((target("sha,sse4.1"))) void compress_sha_ni(std::array<uint32_t, 8>& state,
+                                                           const uint8_t* blocks, size_t count) {
+  const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  // state[0..3] = a b c d and state[4..7] = e f g h, as little-endian lanes.
+  __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[0]));
+  __m128i hgfe = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&state[4]));
+  __m128i cdab = _mm_shuffle_epi32(dcba, 0xB1);
+  __m128i efgh = _mm_shuffle_epi32(hgfe, 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, efgh, 8);
+  __m128i cdgh = _mm_blend_epi16(efgh, cdab, 0xF0);
+  for (; count > 0; --count, blocks += kBlockSize) {
+    const __m128i abef_start = abef, cdgh_start = cdgh;
+    __m128i w[4];  // the schedule's words 4i..4i+3 in w[i % 4]
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      if (i < 4) {
+        w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * i)),
+                                byte_swap);
+      } else {
+        __m128i t = _mm_sha256msg1_epu32(w[i % 4], w[(i - 3) % 4]);
+        t = _mm_add_epi32(t, _mm_alignr_epi8(w[(i - 1) % 4], w[(i - 2) % 4], 4));
+        w[i % 4] = _mm_sha256msg2_epu32(t, w[(i - 1) % 4]);
+      }
+      __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&kRoundConstants[4 * i]));
+      __m128i wk = _mm_add_epi32(w[i % 4], k);
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(wk, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_start);
+    cdgh = _mm_add_epi32(cdgh, cdgh_start);
+  }
+  __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[0]), _mm_blend_epi16(feba, dchg, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(&state[4]), _mm_alignr_epi8(dchg, feba, 8));
+}
+
+bool detect_sha_ni() {
+  return host_has_cpu_feature("sha").value_or(false) &&
+         host_has_cpu_feature("sse4.1").value_or(false);
+}
+#else
+void compress_sha_ni(std::array<uint32_t, 8>&, const uint8_t*, size_t) {}
+bool detect_sha_ni() {
+  return false;
+}
+#endif
+
 }  // namespace
 
-Sha256::Sha256() : state_(kInitialState) {}
+bool Sha256::hardware_available() {
+  static const bool available = detect_sha_ni();
+  return available;
+}
+
+Sha256::Sha256(Implementation implementation)
+    : hardware_(implementation == Implementation::Fastest && hardware_available()),
+      state_(kInitialState) {}
 
 void Sha256::compress(const uint8_t* blocks, size_t count) {
+  if (hardware_) {
+    compress_sha_ni(state_, blocks, count);
+    return;
+  }
   std::array<uint32_t, 64> w;
   for (; count > 0; --count, blocks += kBlockSize) {
     // The message schedule: 16 words of the block, then 48 mixed from earlier words.
