@@ -431,6 +431,12 @@ TEST_F(ExportTampered, FlippedWeightByte) {
                                  "exported"});
 }
 
+TEST_F(ExportTampered, EmptyWeights) {
+  std::string dir = fresh_copy();
+  fs::resize_file(dir + "/weights.safetensors", 0);
+  expect_parts(load_error(dir), {"weights.safetensors", "to hold data, found it empty"});
+}
+
 TEST_F(ExportTampered, TruncatedKernelLibrary) {
   std::string dir = fresh_copy();
   fs::resize_file(dir + "/kernels0.so", 100);

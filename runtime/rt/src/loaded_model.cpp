@@ -71,11 +71,18 @@ std::shared_ptr<const void> map_file(const std::string& path, size_t& size) {
              "', cannot open it: ", std::strerror(errno), ". ", kReexport);
   struct stat st {};
   void* p = MAP_FAILED;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+  int err = 0;
+  if (::fstat(fd, &st) != 0) {
+    err = errno;
+  } else if (st.st_size == 0) {
+    ::close(fd);
+    KILN_FAIL("[kiln_rt] expected the artifact file '", path, "' to hold data, found it empty. ",
+              kReexport);
+  } else {
     size = static_cast<size_t>(st.st_size);
     p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    err = errno;
   }
-  int err = errno;
   ::close(fd);
   KILN_CHECK(p != MAP_FAILED, "[kiln_rt] expected to map '", path, "' (", st.st_size,
              " bytes), failed: ", std::strerror(err), ". ", kReexport);
