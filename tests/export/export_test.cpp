@@ -334,6 +334,10 @@ TEST(ExportGuards, WrongRankCountAndStaticDim) {
                          {Model::input(data.data(), {2, 12}), Model::input(data.data(), {2, 12})}),
                {"expects 1 inputs", "x: float32[s0, 12]", "got 2"});
   expect_parts(run_error(*dynamic.rt, {}), {"expects 1 inputs", "got 0"});
+  // A dynamic dim below its range (sizes from 1 up).
+  expect_parts(run_error(*dynamic.rt, {Model::input(data.data(), {0, 12})}),
+               {"input 'x'", "expects float32[s0, 12]", "got float32[0, 12]",
+                "dim 0 (s0) is 0, outside the range [1, inf)", "pass a size in that range"});
 
   Loaded fixed(true);
   expect_parts(run_error(*fixed.rt, {Model::input(data.data(), {7, 12})}),

@@ -285,7 +285,7 @@ std::string ExportResult::summary() const {
     os << "  output " << s.name << ": " << artifact::spec_str(s) << "\n";
   for (const artifact::SymbolRange& s : manifest.symbols)
     os << "  " << s.name << " in [" << s.min << ", "
-       << (s.max == kUnbounded ? std::string("inf") : std::to_string(s.max)) << "]\n";
+       << (s.max == kUnbounded ? std::string("inf)") : std::to_string(s.max) + "]") << "\n";
   os << "  sha256 " << manifest.artifact_sha256 << "\n";
   return os.str();
 }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -39,6 +40,13 @@ constexpr const char* kHostArch = "aarch64";
 #else
 constexpr const char* kHostArch = "unknown";
 #endif
+
+// "[1, inf)" for an unbounded range, "[2, 64]" otherwise.
+std::string range_str(const artifact::SymbolRange& r) {
+  return "[" + std::to_string(r.min) + ", " +
+         (r.max == std::numeric_limits<int64_t>::max() ? std::string("inf)")
+                                                       : std::to_string(r.max) + "]");
+}
 
 const char* const kReexport =
     "Fix: export the model again (kiln::export_model or `kiln export`) and copy the whole "
@@ -340,8 +348,7 @@ std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
       const artifact::SymbolRange* range = m.find_symbol(dim.symbol);
       if (size < range->min || size > range->max)
         refuse("dim " + std::to_string(d) + " (" + dim.symbol + ") is " + std::to_string(size) +
-                   ", outside the range [" + std::to_string(range->min) + ", " +
-                   std::to_string(range->max) + "] the artifact serves",
+                   ", outside the range " + range_str(*range) + " the artifact serves",
                "pass a size in that range");
       bool seen = false;
       for (const auto& [name, value] : symbols) {
