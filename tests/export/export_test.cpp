@@ -641,6 +641,28 @@ TEST(ExportGuards, OutputsNeverAliasTheInputs) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out.data<float>(0)[i], static_cast<float>(i));
 }
 
+// kiln_rt's own thread pool (not the process's kiln). One thread computes the same values;
+// not always the same bits, since the GEMM library picks its blocking by the rows each
+// thread gets.
+TEST(ExportThreads, NumThreadsIsSetThroughTheCApi) {
+  ScratchDir scratch("threads");
+  auto model = fashion_mlp();
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult r = export_model(model, {randn_batch({4, 12}, 1)}, scratch.path("t.kiln"), options);
+  kiln_rt::Model rt(r.dir);
+  Tensor x = randn_batch({64, 12}, 2);
+  int before = kiln_rt::num_threads();
+  Tensor want = run_rt(rt, {x}).at(0);
+  kiln_rt::set_num_threads(1);
+  EXPECT_EQ(kiln_rt::num_threads(), 1);
+  EXPECT_TRUE(within(run_rt(rt, {x}).at(0), want, 1e-5));
+  kiln_rt::set_num_threads(before);
+  EXPECT_EQ(kiln_rt::num_threads(), before);
+  EXPECT_EQ(kiln_rt_set_num_threads(0), -1);
+  expect_parts(kiln_rt_last_error(), {"kiln_rt_set_num_threads", "at least 1 thread, got 0"});
+}
+
 TEST(ExportThreads, ConcurrentRunsMatchSingleThreadedBitForBit) {
   ScratchDir scratch("threads");
   ExportOptions options;

@@ -85,6 +85,12 @@ KILN_RT_API const char* kiln_rt_output_signature(const kiln_rt_model* model, siz
 /* The manifest as loaded (JSON). */
 KILN_RT_API const char* kiln_rt_manifest(const kiln_rt_model* model);
 
+/* The threads kiln_rt's kernels use per run, the caller's included: KILN_NUM_THREADS or the
+ * number of cores unless set. Set it while no run is in progress (a server running one
+ * model per core wants 1). Returns 0, or -1 when n < 1. */
+KILN_RT_API int kiln_rt_set_num_threads(int n);
+KILN_RT_API int kiln_rt_num_threads(void);
+
 /* The version of this kiln_rt ("0.1.0"). */
 KILN_RT_API const char* kiln_rt_version(void);
 

@@ -54,6 +54,14 @@ class Outputs {
   std::unique_ptr<kiln_rt_outputs, void (*)(kiln_rt_outputs*)> handle_;
 };
 
+// kiln_rt_set_num_threads: the threads each run's kernels use (while no run is in progress).
+inline void set_num_threads(int n) {
+  if (kiln_rt_set_num_threads(n) != 0) throw Error(kiln_rt_last_error());
+}
+inline int num_threads() {
+  return kiln_rt_num_threads();
+}
+
 class Model {
  public:
   explicit Model(const std::string& dir) : handle_(kiln_rt_load(dir.c_str()), kiln_rt_free) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/dtype.h"
+#include "kiln/thread_pool.h"
 #include "kiln_rt.h"
 #include "loaded_model.h"
 
@@ -76,8 +77,7 @@ kiln_rt_outputs* kiln_rt_run(kiln_rt_model* model, const kiln_rt_tensor* inputs,
       KILN_CHECK(
           t.dtype >= KILN_RT_BOOL && t.dtype <= KILN_RT_FLOAT64 && t.rank >= 0 && t.rank <= 64 &&
               (t.rank == 0 || t.shape != nullptr),
-          "[kiln_rt] kiln_rt_run: input ", i, " is malformed (dtype ", t.dtype,
-          ", rank ", t.rank,
+          "[kiln_rt] kiln_rt_run: input ", i, " is malformed (dtype ", t.dtype, ", rank ", t.rank,
           "). Fix: fill kiln_rt_tensor with a kiln_rt_dtype value, the rank and rank sizes.");
       std::vector<int64_t> shape(t.shape, t.shape + t.rank);
       int64_t elements = 1;
@@ -149,6 +149,19 @@ const char* kiln_rt_output_signature(const kiln_rt_model* model, size_t index) {
 
 const char* kiln_rt_manifest(const kiln_rt_model* model) {
   return model ? model->model.manifest_text().c_str() : nullptr;
+}
+
+int kiln_rt_set_num_threads(int n) {
+  return guarded<int>(-1, [&] {
+    KILN_CHECK(n >= 1, "[kiln_rt] kiln_rt_set_num_threads: expected at least 1 thread, got ", n,
+               ".");
+    kiln::set_num_threads(n);
+    return 0;
+  });
+}
+
+int kiln_rt_num_threads(void) {
+  return kiln::num_threads();
 }
 
 const char* kiln_rt_version(void) {
