@@ -83,6 +83,14 @@ run guard run "$tmp/static.kiln" --input "$tmp/in.safetensors"
 has "$tmp/guard.txt" "kiln run: " "guard"
 has "$tmp/guard.txt" "input 'x' expects float32[3, 1, 28, 28], got float32[2, 1, 28, 28]" "guard"
 
+# --max-batch bounds the dynamic batch: batch 3 is refused by a max-batch-2 artifact.
+run bounded export --checkpoint "$tmp/mlp.safetensors" -o "$tmp/bounded.kiln" --max-batch 2
+[ "$rc" -eq 0 ] || fail "export --max-batch 2: exit $rc: $(cat "$tmp/bounded.txt")"
+has "$tmp/bounded.txt" "s0 in [1, 2]" "export --max-batch 2"
+run bounded_run run "$tmp/bounded.kiln" --input "$tmp/other.safetensors"
+[ "$rc" -eq 1 ] || fail "batch 3 into a max-batch-2 artifact: exit $rc"
+has "$tmp/bounded_run.txt" "dim 0 (s0) is 3, outside the range [1, 2]" "max-batch guard"
+
 # Weights inside a shared library run the same.
 run embedded export --checkpoint "$tmp/mlp.safetensors" -o "$tmp/embedded.kiln" --embed-weights
 [ "$rc" -eq 0 ] || fail "export --embed-weights: exit $rc: $(cat "$tmp/embedded.txt")"

@@ -617,6 +617,46 @@ TEST(ExportErrors, ReexportReplacesTheArtifact) {
 
 // ---- 6. one loaded model, several threads ----
 
+// max_batch bounds the dynamic batch in the manifest, and kiln_rt refuses a batch above it.
+TEST(ExportGuards, MaxBatchBoundsTheDynamicBatch) {
+  ScratchDir scratch("max_batch");
+  auto model = fashion_mlp();
+  NoGradGuard no_grad;
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.max_batch = 8;
+  ExportResult r = export_model(model, {randn_batch({4, 12}, 1)}, scratch.path("m.kiln"), options);
+  EXPECT_EQ(r.manifest.symbols, (std::vector<artifact::SymbolRange>{{"s0", 1, 8}}));
+  EXPECT_NE(r.summary().find("s0 in [1, 8]"), std::string::npos) << r.summary();
+  kiln_rt::Model rt(r.dir);
+  std::vector<float> data(9 * 12, 0.5f);
+  EXPECT_EQ(rt.run({kiln_rt::Model::input(data.data(), {8, 12})}).shape(0),
+            (std::vector<int64_t>{8, 5}));
+  expect_parts(run_error(rt, {kiln_rt::Model::input(data.data(), {9, 12})}),
+               {"input 'x'", "dim 0 (s0) is 9, outside the range [1, 8]"});
+
+  std::string dir = scratch.path("bad.kiln");
+  options.max_batch = 1;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({4, 12}, 1)}, dir, options);
+      },
+      {"expected max_batch >= 2", "found 1"});
+  options.max_batch = 3;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({4, 12}, 1)}, dir, options);
+      },
+      {"example input 0 has batch 4, above max_batch 3"});
+  options.dynamic_batch = false;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({2, 12}, 1)}, dir, options);
+      },
+      {"max_batch 3 bounds a dynamic batch, but no input's dim 0 is dynamic"});
+  EXPECT_FALSE(fs::exists(dir));
+}
+
 // A forward that returns a view of its input: the output kiln_rt hands back is the
 // caller's own copy, not a window into the input it may free or overwrite.
 struct FlattenOnly : nn::Module {

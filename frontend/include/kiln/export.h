@@ -31,6 +31,9 @@ struct ExportOptions {
   // Dim 0 of every input becomes dynamic (any size >= 1), besides the dims marked with
   // kiln::mark_dynamic on the example inputs. Other dims keep the example's size.
   bool dynamic_batch = false;
+  // The largest batch a dynamic batch serves (0: unbounded): kiln_rt refuses larger ones,
+  // as torch.export's Dim(max=...) does.
+  int64_t max_batch = 0;
   // The inputs' names in the manifest and in error messages ("x" for one input, input0, ...
   // otherwise).
   std::vector<std::string> input_names;

@@ -49,7 +49,7 @@ int run_export(const std::vector<std::string>& raw) {
   std::vector<std::string> normalized = raw;
   for (std::string& a : normalized)
     if (a == "-o") a = "--output";
-  Args args("export", normalized, {"checkpoint", "output", "batch"},
+  Args args("export", normalized, {"checkpoint", "output", "batch", "max-batch"},
             {"dynamic-batch", "portable", "embed-weights"});
   KILN_CHECK(args.has("checkpoint"),
              "[export] expected --checkpoint FILE (a file written by `kiln train --save FILE`), "
@@ -77,6 +77,7 @@ int run_export(const std::vector<std::string>& raw) {
   options.dynamic_batch = dynamic;
   options.portable = args.has("portable");
   options.embed_weights = args.has("embed-weights");
+  if (args.has("max-batch")) options.max_batch = args.positive("max-batch", 0);
   options.model_name = saved.name;
   options.config = saved.config;
   options.metadata = saved.metadata;

@@ -97,6 +97,37 @@ std::vector<std::string> input_symbols(const ir::Graph& g) {
   return out;
 }
 
+// Whether symbol `s` is the leading dim of some user input (a batch).
+bool is_batch_symbol(const ir::Graph& g, const std::string& s) {
+  for (const ir::GraphInput& in : g.inputs())
+    if (in.kind == ir::InputKind::Input && !in.value->type.shape.empty() &&
+        ir::is_symbolic_size(in.value->type.shape[0]) &&
+        ir::format_size(in.value->type.shape[0]) == s)
+      return true;
+  return false;
+}
+
+// The largest batch the artifact serves: ExportOptions::max_batch, checked against the
+// traced graph and the examples, or unbounded.
+int64_t batch_limit(const ir::Graph& g, const ExportOptions& options,
+                    const std::vector<Tensor>& examples) {
+  if (options.max_batch == 0) return kUnbounded;
+  KILN_CHECK(options.max_batch >= 2, "[export] expected max_batch >= 2 (or 0: unbounded), found ",
+             options.max_batch,
+             ". Fix: for batch 1 only, export a static batch (an example of batch 1, no "
+             "dynamic_batch).");
+  bool dynamic = false;
+  for (const std::string& s : input_symbols(g)) dynamic = dynamic || is_batch_symbol(g, s);
+  KILN_CHECK(dynamic, "[export] max_batch ", options.max_batch,
+             " bounds a dynamic batch, but no input's dim 0 is dynamic. Fix: set "
+             "ExportOptions::dynamic_batch (`kiln export --dynamic-batch`) or mark_dynamic(x, 0).");
+  for (size_t i = 0; i < examples.size(); ++i)
+    KILN_CHECK(examples[i].size(0) <= options.max_batch, "[export] example input ", i,
+               " has batch ", examples[i].size(0), ", above max_batch ", options.max_batch,
+               ". Fix: export with a smaller example or a larger max_batch.");
+  return options.max_batch;
+}
+
 std::vector<artifact::DimSpec> dim_specs(const Shape& shape) {
   std::vector<artifact::DimSpec> dims;
   for (int64_t d : shape) {
@@ -354,6 +385,7 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
   // graph serves 1 too; otherwise that trace becomes a graph of its own.
   artifact::Manifest m;
   std::vector<std::string> symbols = input_symbols(*main.graph);
+  const int64_t batch_max = batch_limit(*main.graph, options, example_inputs);
   for (const std::string& s : symbols) {
     // A specialization that fails its own infer check cannot match the trace either.
     std::unique_ptr<ir::Graph> specialized = ir::clone_graph(*main.graph);
@@ -388,8 +420,9 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
       graphs.push_back(compile_for_export(at_one, options, ones, forward(ones_eager), max_diff));
       graphs.back().symbols.push_back({s, 1, 1});
     }
-    graphs[0].symbols.push_back({s, min, kUnbounded});
-    m.symbols.push_back({s, 1, kUnbounded});
+    int64_t max = is_batch_symbol(*main.graph, s) ? batch_max : kUnbounded;
+    graphs[0].symbols.push_back({s, min, max});
+    m.symbols.push_back({s, 1, max});
   }
   for (size_t g = 1; g < graphs.size(); ++g)
     for (const artifact::SymbolRange& r : graphs[0].symbols)
