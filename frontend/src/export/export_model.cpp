@@ -142,7 +142,8 @@ std::vector<artifact::DimSpec> dim_specs(const Shape& shape) {
 // Largest |a - b| (0 when equal, NaNs in the same places count as equal). Throws when an
 // element breaks |a - b| <= tolerance * (1 + |b|): the compiled graph must compute what the
 // eager forward computes before anything is written.
-double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double tolerance) {
+double compare_with_eager(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                          double tolerance) {
   KILN_CHECK(a.size() == b.size(), "[export] the compiled graph returned ", a.size(),
              " outputs where eager returned ", b.size(),
              ". Fix: this is a kiln bug; please report it with the model.");
@@ -201,7 +202,7 @@ ExportedGraph compile_for_export(const detail::TracedGraph& traced, const Export
   ExportedGraph out;
   out.compiled = std::make_unique<cpu::CompiledGraph>(*traced.graph, co);
   std::vector<Tensor> got = out.compiled->run(graph_arguments(*traced.graph, traced.state, inputs));
-  max_diff = std::max(max_diff, max_abs_diff(got, eager, options.tolerance));
+  max_diff = std::max(max_diff, compare_with_eager(got, eager, options.tolerance));
   return out;
 }
 
