@@ -763,18 +763,27 @@ TEST(ExportPortable, LoadsAndMatchesEager) {
   }
 }
 
+// FashionMLP exported twice with a dynamic batch: weights in a file, and embedded.
+struct PlainAndEmbedded {
+  ScratchDir scratch;
+  std::shared_ptr<nn::Module> model = fashion_mlp();
+  Tensor example = randn_batch({4, 12}, 1);
+  ExportOptions options;
+  ExportResult plain, embedded;
+  explicit PlainAndEmbedded(const std::string& name) : scratch(name) {
+    NoGradGuard no_grad;
+    options.dynamic_batch = true;
+    plain = export_model(model, {example}, scratch.path("plain.kiln"), options);
+    options.embed_weights = true;
+    embedded = export_model(model, {example}, scratch.path("embedded.kiln"), options);
+  }
+};
+
 // Weights inside a shared library: no safetensors file, the same results bit for bit, and
 // the library's digest checked before it is loaded.
 TEST(ExportEmbeddedWeights, RunsLikeTheFileAndIsChecked) {
-  ScratchDir scratch("embedded");
-  auto model = fashion_mlp();
-  NoGradGuard no_grad;
-  Tensor example = randn_batch({4, 12}, 1);
-  ExportOptions options;
-  options.dynamic_batch = true;
-  ExportResult plain = export_model(model, {example}, scratch.path("plain.kiln"), options);
-  options.embed_weights = true;
-  ExportResult embedded = export_model(model, {example}, scratch.path("embedded.kiln"), options);
+  PlainAndEmbedded exported("embedded");
+  const ExportResult &plain = exported.plain, &embedded = exported.embedded;
   EXPECT_EQ(embedded.manifest.weights, "weights.so");
   EXPECT_TRUE(embedded.manifest.weights_embedded);
   EXPECT_FALSE(fs::exists(embedded.dir + "/weights.safetensors"));
@@ -793,9 +802,10 @@ TEST(ExportEmbeddedWeights, RunsLikeTheFileAndIsChecked) {
                {"weights.so", "sha256", "is not the file that was exported"});
 
   // The assembler's .incbin names the bytes by path, in quotes.
-  expect_error([&] { export_model(model, {example}, scratch.path("say \"hi\".kiln"), options); },
+  std::string odd = exported.scratch.path("say \"hi\".kiln");
+  expect_error([&] { export_model(exported.model, {exported.example}, odd, exported.options); },
                {"embed_weights needs a directory path without quotes", "say \"hi\""});
-  EXPECT_FALSE(fs::exists(scratch.path("say \"hi\".kiln")));
+  EXPECT_FALSE(fs::exists(odd));
 }
 
 // A forward that treats size 1 differently (squeeze() drops a batch of 1): the trace at
@@ -833,15 +843,8 @@ TEST(ExportModels, SizeOneServedByAGraphOfItsOwn) {
 // KILN_RT_MAP_WEIGHTS=1: the graph reads the weights where they are mapped (the file, or
 // the embedded library's data), with the same results bit for bit.
 TEST(ExportMappedWeights, SameResultsFromTheMapping) {
-  ScratchDir scratch("mapped");
-  auto model = fashion_mlp();
-  NoGradGuard no_grad;
-  Tensor example = randn_batch({4, 12}, 1);
-  ExportOptions options;
-  options.dynamic_batch = true;
-  ExportResult file = export_model(model, {example}, scratch.path("file.kiln"), options);
-  options.embed_weights = true;
-  ExportResult embedded = export_model(model, {example}, scratch.path("embedded.kiln"), options);
+  PlainAndEmbedded exported("mapped");
+  const ExportResult &file = exported.plain, &embedded = exported.embedded;
   Tensor x = randn_batch({5, 12}, 80);
   Tensor want = run_rt(kiln_rt::Model(file.dir), {x}).at(0);
   ::setenv("KILN_RT_MAP_WEIGHTS", "1", 1);
