@@ -153,6 +153,21 @@ TEST(ExportModels, BatchNormCnnWithTrainedStatistics) {
                }});
 }
 
+// Export freezes buffers too: an eval BatchNorm's running statistics fold with its affine
+// parameters into a per-channel scale and shift, so the artifact reads no buffer and runs
+// no batch_norm op.
+TEST(ExportModels, BatchNormStatisticsFoldIntoConstants) {
+  ScratchDir scratch("bn_fold");
+  manual_seed(1234);
+  auto model = models::build(models::BatchNormCNNConfig{1, 8, 4, 6, 16, 5, 0.25});
+  model->eval();
+  ExportResult r = export_model(model, {randn_batch({3, 1, 8, 8}, 1)}, scratch.path("bn.kiln"));
+  std::string text = read_text(r.dir + "/graph0.kir");
+  EXPECT_EQ(text.find("buffer %"), std::string::npos) << text;
+  EXPECT_EQ(text.find("= batch_norm("), std::string::npos) << text;
+  EXPECT_NE(text.find("const %"), std::string::npos) << text;
+}
+
 TEST(ExportModels, TransformerClassifier) {
   check_model({[] {
                  return models::build(models::TransformerClassifierConfig{.image_size = 6,
