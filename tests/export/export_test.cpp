@@ -400,6 +400,70 @@ TEST(ExportGuards, TwoInputsWithOneDynamicBatch) {
                 "earlier dim with the same symbol is 5"});
 }
 
+// max_batch bounds the dynamic batch in the manifest, and kiln_rt refuses a batch above it.
+TEST(ExportGuards, MaxBatchBoundsTheDynamicBatch) {
+  ScratchDir scratch("max_batch");
+  auto model = fashion_mlp();
+  NoGradGuard no_grad;
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.max_batch = 8;
+  ExportResult r = export_model(model, {randn_batch({4, 12}, 1)}, scratch.path("m.kiln"), options);
+  EXPECT_EQ(r.manifest.symbols, (std::vector<artifact::SymbolRange>{{"s0", 1, 8}}));
+  EXPECT_NE(r.summary().find("s0 in [1, 8]"), std::string::npos) << r.summary();
+  kiln_rt::Model rt(r.dir);
+  std::vector<float> data(9 * 12, 0.5f);
+  EXPECT_EQ(rt.run({kiln_rt::Model::input(data.data(), {8, 12})}).shape(0),
+            (std::vector<int64_t>{8, 5}));
+  expect_parts(run_error(rt, {kiln_rt::Model::input(data.data(), {9, 12})}),
+               {"input 'x'", "dim 0 (s0) is 9, outside the range [1, 8]"});
+
+  std::string dir = scratch.path("bad.kiln");
+  options.max_batch = 1;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({4, 12}, 1)}, dir, options);
+      },
+      {"expected max_batch >= 2", "found 1"});
+  options.max_batch = 3;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({4, 12}, 1)}, dir, options);
+      },
+      {"example input 0 has batch 4, above max_batch 3"});
+  options.dynamic_batch = false;
+  expect_error(
+      [&] {
+        export_model(model, {randn_batch({2, 12}, 1)}, dir, options);
+      },
+      {"max_batch 3 bounds a dynamic batch, but no input's dim 0 is dynamic"});
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// A forward that returns a view of its input: the output kiln_rt hands back is the
+// caller's own copy, not a window into the input it may free or overwrite.
+struct FlattenOnly : nn::Module {
+  Tensor forward(const Tensor& x) override { return x.flatten(1); }
+};
+
+TEST(ExportGuards, OutputsNeverAliasTheInputs) {
+  ScratchDir scratch("alias");
+  auto model = std::make_shared<FlattenOnly>();
+  model->eval();
+  ExportOptions options;
+  options.dynamic_batch = true;
+  ExportResult r =
+      export_model(model, {randn_batch({2, 3, 4}, 1)}, scratch.path("a.kiln"), options);
+  kiln_rt::Model rt(r.dir);
+  std::vector<float> x(2 * 3 * 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  kiln_rt::Outputs out = rt.run({kiln_rt::Model::input(x.data(), {2, 3, 4})});
+  ASSERT_EQ(out.shape(0), (std::vector<int64_t>{2, 12}));
+  EXPECT_NE(static_cast<const void*>(out.data<float>(0)), static_cast<const void*>(x.data()));
+  std::fill(x.begin(), x.end(), -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out.data<float>(0)[i], static_cast<float>(i));
+}
+
 // ---- 4. damaged artifacts ----
 
 // A fresh FashionMLP export (dynamic batch), copied into a new directory per case.
@@ -631,70 +695,6 @@ TEST(ExportErrors, ReexportReplacesTheArtifact) {
 }
 
 // ---- 6. one loaded model, several threads ----
-
-// max_batch bounds the dynamic batch in the manifest, and kiln_rt refuses a batch above it.
-TEST(ExportGuards, MaxBatchBoundsTheDynamicBatch) {
-  ScratchDir scratch("max_batch");
-  auto model = fashion_mlp();
-  NoGradGuard no_grad;
-  ExportOptions options;
-  options.dynamic_batch = true;
-  options.max_batch = 8;
-  ExportResult r = export_model(model, {randn_batch({4, 12}, 1)}, scratch.path("m.kiln"), options);
-  EXPECT_EQ(r.manifest.symbols, (std::vector<artifact::SymbolRange>{{"s0", 1, 8}}));
-  EXPECT_NE(r.summary().find("s0 in [1, 8]"), std::string::npos) << r.summary();
-  kiln_rt::Model rt(r.dir);
-  std::vector<float> data(9 * 12, 0.5f);
-  EXPECT_EQ(rt.run({kiln_rt::Model::input(data.data(), {8, 12})}).shape(0),
-            (std::vector<int64_t>{8, 5}));
-  expect_parts(run_error(rt, {kiln_rt::Model::input(data.data(), {9, 12})}),
-               {"input 'x'", "dim 0 (s0) is 9, outside the range [1, 8]"});
-
-  std::string dir = scratch.path("bad.kiln");
-  options.max_batch = 1;
-  expect_error(
-      [&] {
-        export_model(model, {randn_batch({4, 12}, 1)}, dir, options);
-      },
-      {"expected max_batch >= 2", "found 1"});
-  options.max_batch = 3;
-  expect_error(
-      [&] {
-        export_model(model, {randn_batch({4, 12}, 1)}, dir, options);
-      },
-      {"example input 0 has batch 4, above max_batch 3"});
-  options.dynamic_batch = false;
-  expect_error(
-      [&] {
-        export_model(model, {randn_batch({2, 12}, 1)}, dir, options);
-      },
-      {"max_batch 3 bounds a dynamic batch, but no input's dim 0 is dynamic"});
-  EXPECT_FALSE(fs::exists(dir));
-}
-
-// A forward that returns a view of its input: the output kiln_rt hands back is the
-// caller's own copy, not a window into the input it may free or overwrite.
-struct FlattenOnly : nn::Module {
-  Tensor forward(const Tensor& x) override { return x.flatten(1); }
-};
-
-TEST(ExportGuards, OutputsNeverAliasTheInputs) {
-  ScratchDir scratch("alias");
-  auto model = std::make_shared<FlattenOnly>();
-  model->eval();
-  ExportOptions options;
-  options.dynamic_batch = true;
-  ExportResult r =
-      export_model(model, {randn_batch({2, 3, 4}, 1)}, scratch.path("a.kiln"), options);
-  kiln_rt::Model rt(r.dir);
-  std::vector<float> x(2 * 3 * 4);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
-  kiln_rt::Outputs out = rt.run({kiln_rt::Model::input(x.data(), {2, 3, 4})});
-  ASSERT_EQ(out.shape(0), (std::vector<int64_t>{2, 12}));
-  EXPECT_NE(static_cast<const void*>(out.data<float>(0)), static_cast<const void*>(x.data()));
-  std::fill(x.begin(), x.end(), -1.0f);
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out.data<float>(0)[i], static_cast<float>(i));
-}
 
 // kiln_rt's own thread pool (not the process's kiln). One thread computes the same values;
 // not always the same bits, since the GEMM library picks its blocking by the rows each
