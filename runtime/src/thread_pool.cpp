@@ -1,11 +1,16 @@
-// The thread pool. Algorithm: one job at a time; the job's range is cut into chunks that
-// the caller and the workers claim with an atomic counter. Workers spin briefly after a
-// job (back-to-back kernels are common) and then sleep on a condition variable, so idle
-// threads never steal a core from other work for long.
+// The thread pool. Algorithm: one job at a time, described in the pool itself (not on the
+// caller's stack). Publishing a job bumps a generation counter; the job's chunks are
+// claimed with a compare-and-swap on one word that holds the generation and the next
+// chunk, so a thread can only ever claim a chunk of the job it read, and a late or
+// descheduled worker never holds the caller up: the caller returns as soon as every chunk
+// has finished, whoever ran it. Workers spin (with pause) for a while after a job, since
+// back-to-back kernels are the common case, then sleep on a condition variable; the caller
+// touches the mutex only when some worker sleeps.
 #include "kiln/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -13,39 +18,35 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace kiln {
 
 namespace {
 
 thread_local bool tls_in_parallel = false;
 
-struct Job {
-  const std::function<void(int64_t, int64_t)>* fn;
-  int64_t begin, end, chunk, chunks;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> remaining{0};
-  std::atomic<int> active_workers{0};
-  std::mutex error_mutex;
-  std::exception_ptr error;
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
-  void work() {
-    tls_in_parallel = true;
-    for (;;) {
-      int64_t c = next.fetch_add(1);
-      if (c >= chunks) break;
-      int64_t b = begin + c * chunk;
-      int64_t e = std::min(end, b + chunk);
-      try {
-        (*fn)(b, e);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-      remaining.fetch_sub(1, std::memory_order_acq_rel);
-    }
-    tls_in_parallel = false;
-  }
-};
+// How long an idle worker keeps spinning before it sleeps: long enough to cover the gaps
+// between the kernels of one forward pass, short enough that an idle process gives its
+// cores back within a millisecond.
+constexpr auto kSpinTime = std::chrono::microseconds(500);
+
+using JobFn = std::function<void(int64_t, int64_t)>;
+
+// The claim word: generation in the high 32 bits, the next unclaimed chunk in the low 32.
+constexpr uint64_t pack(uint64_t generation, uint64_t chunk) { return generation << 32 | chunk; }
+constexpr uint32_t generation_of(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
+constexpr uint32_t chunk_of(uint64_t word) { return static_cast<uint32_t>(word); }
 
 class Pool {
  public:
@@ -55,59 +56,96 @@ class Pool {
   int size() const { return threads_; }
 
   void resize(int threads) {
+    std::lock_guard<std::mutex> submit(submit_mutex_);
     stop();
     threads_ = std::max(1, threads);
     shutdown_ = false;
     for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
   }
 
-  void run(int64_t begin, int64_t end, int64_t chunk, int64_t chunks,
-           const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t begin, int64_t end, int64_t chunk, int64_t chunks, const JobFn& fn) {
     std::lock_guard<std::mutex> submit(submit_mutex_);
-    Job job;
-    job.fn = &fn;
-    job.begin = begin;
-    job.end = end;
-    job.chunk = chunk;
-    job.chunks = chunks;
-    job.remaining.store(chunks);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &job;
-      generation_.fetch_add(1, std::memory_order_release);
+    // No thread can be inside a chunk now (the previous job finished all of its chunks),
+    // so the description is ours to rewrite; a worker that reads it half-written fails
+    // its claim, because the generation it saw is no longer the current one.
+    fn_.store(&fn, std::memory_order_relaxed);
+    begin_.store(begin, std::memory_order_relaxed);
+    end_.store(end, std::memory_order_relaxed);
+    chunk_.store(chunk, std::memory_order_relaxed);
+    chunks_.store(chunks, std::memory_order_relaxed);
+    finished_.store(0, std::memory_order_relaxed);
+    const uint32_t generation = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
+    claim_.store(pack(generation, 0), std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard<std::mutex> lock(mutex_); }
+      cv_.notify_all();
     }
-    cv_.notify_all();
-    job.work();
-    while (job.remaining.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = nullptr;  // late workers find nothing; those already in hold active_workers
+    work(generation);
+    while (finished_.load(std::memory_order_acquire) != chunks) cpu_relax();
+    if (error_) {
+      std::exception_ptr error = std::move(error_);
+      error_ = nullptr;
+      std::rethrow_exception(error);
     }
-    while (job.active_workers.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-    if (job.error) std::rethrow_exception(job.error);
   }
 
  private:
-  void worker_loop() {
-    uint64_t seen = generation_.load();
+  // Claims and runs chunks of `generation` until none is left (or a newer job replaced it).
+  void work(uint32_t generation) {
+    tls_in_parallel = true;
     for (;;) {
-      bool woke = false;
-      for (int spin = 0; spin < 20000 && !woke; ++spin)
-        woke = generation_.load(std::memory_order_acquire) != seen || shutdown_.load();
-      Job* job = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        if (!woke) cv_.wait(lock, [&] { return generation_.load() != seen || shutdown_.load(); });
-        if (shutdown_.load()) return;
-        seen = generation_.load();
-        job = job_;
-        if (job) job->active_workers.fetch_add(1);
+      uint64_t word = claim_.load(std::memory_order_acquire);
+      // Read after the acquire, the description is this generation's or, should a newer job
+      // have replaced it meanwhile, the claim below fails and nothing read is used.
+      const JobFn* fn = fn_.load(std::memory_order_relaxed);
+      const int64_t begin = begin_.load(std::memory_order_relaxed);
+      const int64_t end = end_.load(std::memory_order_relaxed);
+      const int64_t chunk = chunk_.load(std::memory_order_relaxed);
+      const int64_t chunks = chunks_.load(std::memory_order_relaxed);
+      if (generation_of(word) != generation || chunk_of(word) >= chunks) break;
+      if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed))
+        continue;
+      const int64_t b = begin + static_cast<int64_t>(chunk_of(word)) * chunk;
+      try {
+        (*fn)(b, std::min(end, b + chunk));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
       }
-      if (job) {
-        job->work();
-        job->active_workers.fetch_sub(1, std::memory_order_acq_rel);
-      }
+      finished_.fetch_add(1, std::memory_order_release);
     }
+    tls_in_parallel = false;
+  }
+
+  void worker_loop() {
+    uint32_t seen = generation_of(claim_.load());
+    for (;;) {
+      uint32_t current = wait_for_job(seen);
+      if (shutdown_.load()) return;
+      seen = current;
+      work(current);
+    }
+  }
+
+  // Spins, then sleeps, until a generation other than `seen` is published or the pool stops.
+  uint32_t wait_for_job(uint32_t seen) {
+    auto fresh = [&] { return generation_of(claim_.load(std::memory_order_acquire)) != seen; };
+    const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+    for (int spin = 1;; ++spin) {
+      if (fresh() || shutdown_.load(std::memory_order_relaxed))
+        return generation_of(claim_.load(std::memory_order_acquire));
+      cpu_relax();
+      if (spin % 256 == 0 && std::chrono::steady_clock::now() > deadline) break;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Announce the sleep before the last look: the caller publishes, then reads sleepers_
+    // (both sequentially consistent), so either it sees us and notifies under the mutex,
+    // or we see its job here.
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    cv_.wait(lock, [&] { return fresh() || shutdown_.load(); });
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return generation_of(claim_.load(std::memory_order_acquire));
   }
 
   void stop() {
@@ -122,12 +160,21 @@ class Pool {
 
   int threads_ = 1;
   std::vector<std::thread> workers_;
-  std::mutex submit_mutex_;
+  std::mutex submit_mutex_;  // one job at a time
+
+  // The current job.
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  std::atomic<const JobFn*> fn_{nullptr};
+  std::atomic<int64_t> begin_{0}, end_{0}, chunk_{1}, chunks_{0};
+  alignas(64) std::atomic<int64_t> finished_{0};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+
+  // Sleeping workers.
+  alignas(64) std::atomic<int> sleepers_{0};
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
   std::atomic<bool> shutdown_{false};
-  Job* job_ = nullptr;
 };
 
 int default_threads() {
@@ -143,11 +190,9 @@ Pool& pool() {
   return *p;
 }
 
-}  // namespace
-
-namespace {
 std::atomic<int> g_threads{0};  // cached pool().size() for the hot path
-}
+
+}  // namespace
 
 int num_threads() {
   int n = g_threads.load(std::memory_order_relaxed);
@@ -163,18 +208,18 @@ void set_num_threads(int n) {
   g_threads.store(pool().size(), std::memory_order_relaxed);
 }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const JobFn& fn) {
   int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int threads = pool().size();
+  int threads = num_threads();
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
   if (chunks <= 1 || tls_in_parallel) {
     fn(begin, end);
     return;
   }
   int64_t chunk = (n + chunks - 1) / chunks;
+  chunks = (n + chunk - 1) / chunk;  // a rounded-up chunk size can leave the last one empty
   pool().run(begin, end, chunk, chunks, fn);
 }
 
