@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "kernels.h"
 #include "kiln/ops/linalg.h"
@@ -61,6 +62,12 @@ void naive_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_
       c[i * n + j] = acc;
     }
 }
+
+// Multiply-adds from which one product is split across threads. A row (a batch-1 layer,
+// a gemv) splits sooner: its columns are independent and the pool's round trip (~0.5 us)
+// is a tenth of a 256 x 256 gemv.
+constexpr int64_t kParallelGemm = int64_t{1} << 18;
+constexpr int64_t kParallelGemv = int64_t{1} << 15;
 
 template <class T>
 void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
@@ -123,12 +130,12 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     // One product: split rows of C (or columns when there are few rows) across threads.
     const int64_t a_row_step = av->transposed ? 1 : av->ld;
     const int64_t b_col_step = bv->transposed ? bv->ld : 1;
-    if (m >= 2 * num_threads() && flops_per_batch >= (int64_t{1} << 18)) {
+    if (m >= 2 * num_threads() && flops_per_batch >= kParallelGemm) {
       parallel_for(0, m, std::max<int64_t>(8, (int64_t{1} << 17) / std::max<int64_t>(n * k, 1)), [&](int64_t lo, int64_t hi) {
         gemm<T>(av->transposed, bv->transposed, hi - lo, n, k, abase + lo * a_row_step, av->ld, bbase,
                 bv->ld, c + lo * n, n);
       });
-    } else if (flops_per_batch >= (int64_t{1} << 18) && n >= 64) {
+    } else if (flops_per_batch >= (m == 1 ? kParallelGemv : kParallelGemm) && n >= 64) {
       parallel_for(0, n, 32, [&](int64_t lo, int64_t hi) {
         gemm<T>(av->transposed, bv->transposed, m, hi - lo, k, abase, av->ld, bbase + lo * b_col_step,
                 bv->ld, c + lo, n);
@@ -152,21 +159,38 @@ void matmul_kernel(KernelCall& c) {
   });
 }
 
-// OpenBLAS 0.3.21 (Debian 12) does not know recent CPUs (e.g. Emerald Rapids) and falls
-// back to its Prescott kernels: sgemm 1024^3 then runs at ~10 GFLOP/s instead of ~140
-// (measured, docs/perf.md). When the chosen core predates AVX2 but the CPU has AVX-512 or
-// AVX2, re-run OpenBLAS's dynamic-arch selection with the matching core type. The two
-// entry points are looked up at run time, so a non-dynamic OpenBLAS build is left alone,
-// and an OPENBLAS_CORETYPE set by the user always wins.
+// OpenBLAS 0.3.21 (Debian 12) picks its kernels by CPU model, and recent models fool it:
+// on Emerald Rapids it falls back to Prescott (sgemm 1024^3 at ~10 GFLOP/s instead of
+// ~140), and on AMD Zen 4/5, which have AVX-512, it picks its AVX2 Haswell/Zen kernels
+// (half the FMA peak). The right kernels follow from the CPU's features, not its model:
+// AVX-512 F/BW/DQ/VL -> SkylakeX, else AVX2 + FMA -> Haswell. When OpenBLAS chose a core
+// weaker than that, re-run its dynamic-arch selection with the matching core type. The
+// two entry points are looked up at run time, so a non-dynamic OpenBLAS build is left
+// alone, and an OPENBLAS_CORETYPE set by the user always wins.
+bool has_avx512_gemm_features() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+bool is_one_of(const char* name, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (std::strcmp(name, n) == 0) return true;
+  return false;
+}
+
+// The core OpenBLAS should run on this CPU, or nullptr when its own choice is as good.
+const char* better_openblas_core(const char* chosen) {
+  if (!chosen) return nullptr;
+  if (is_one_of(chosen, {"SkylakeX", "Cooperlake", "SapphireRapids"})) return nullptr;
+  if (has_avx512_gemm_features()) return "SkylakeX";
+  if (is_one_of(chosen, {"Haswell", "Zen", "Excavator"})) return nullptr;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
 void select_openblas_core() {
   if (std::getenv("OPENBLAS_CORETYPE")) return;
-  const char* core = openblas_get_corename();
-  bool generic = core && (std::strcmp(core, "Prescott") == 0 || std::strcmp(core, "Core2") == 0 ||
-                          std::strcmp(core, "Nehalem") == 0 || std::strcmp(core, "Unknown") == 0);
-  if (!generic) return;
-  const char* wanted = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
-                           ? "SkylakeX"
-                           : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "Haswell" : nullptr);
+  const char* wanted = better_openblas_core(openblas_get_corename());
   if (!wanted) return;
   auto quit = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
   auto init = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
