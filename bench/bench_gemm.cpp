@@ -1,13 +1,16 @@
 // sgemm benchmarks: kiln::matmul beside the libraries it could call, in the same run —
-// OpenBLAS (cblas_sgemm, what kiln calls), Eigen's GEMM, and oneDNN's dnnl_sgemm when
-// libdnnl-dev is installed (measured only, to justify the choice; kiln never links it).
-// Rates are FLOP/s counters (2 n^3 per product).
+// kiln's own packed GEMM (kiln/cpu_gemm/gemm.h, with B packed once or per call), OpenBLAS
+// (cblas_sgemm), Eigen's GEMM, and oneDNN's dnnl_sgemm when libdnnl-dev is installed
+// (measured only, to justify the choice; kiln never links it) — and the FMA peak the
+// machine can reach, measured by a register-only kernel. Rates are FLOP/s counters.
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <Eigen/Core>
 #include <string>
 
 #include "bench_util.h"
+#include "kiln/cpu_gemm/gemm.h"
 
 #if defined(KILN_BENCH_HAVE_DNNL)
 #include <oneapi/dnnl/dnnl.h>
@@ -30,6 +33,158 @@ void grid(benchmark::internal::Benchmark* b) {
     for (int64_t n : {256, 1024, 2048}) b->Args({n, threads});
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
+
+// ---- the FMA peak: independent FMA chains on registers only, no memory traffic ----
+// 2 FLOP per lane per FMA; enough chains (12) to cover the FMA latency on two ports.
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+__attribute__((noinline)) float fma_loop_avx512(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+__attribute__((noinline)) float fma_loop_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-3f);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, s);
+  return lanes[0];
+}
+#pragma GCC pop_options
+
+void BM_FmaPeak(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  ThreadsScope scope(threads);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int64_t iters = 1 << 20, lanes = avx512 ? 16 : 8;
+  for (auto _ : state) {
+    parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+      benchmark::DoNotOptimize(avx512 ? fma_loop_avx512(iters) : fma_loop_avx2(iters));
+    });
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * 12 * lanes * iters * threads,
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+  state.SetLabel(avx512 ? "avx512" : "avx2");
+}
+BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// kiln's own GEMM with B packed once, outside the timed loop (a frozen weight).
+void BM_Sgemm_KilnPrepacked(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  ThreadsScope threads(static_cast<int>(state.range(1)));
+  HostBuffer a(n * n), b(n * n), c(n * n);
+  fill(a.data(), n * n, 1);
+  fill(b.data(), n * n, 2);
+  cpu::gemm::PackedB packed(b.data(), n, n, n, 1);
+  for (auto _ : state) {
+    cpu::gemm::sgemm(n, a.data(), n, packed, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, n);
+  state.SetLabel(cpu::gemm::kernel_name(cpu::gemm::default_kernel()));
+}
+BENCHMARK(BM_Sgemm_KilnPrepacked)->Apply(grid);
+
+// The same, packing B on every call (an activation, or a weight that changes).
+void BM_Sgemm_KilnPackEachCall(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  ThreadsScope threads(static_cast<int>(state.range(1)));
+  HostBuffer a(n * n), b(n * n), c(n * n);
+  fill(a.data(), n * n, 1);
+  fill(b.data(), n * n, 2);
+  for (auto _ : state) {
+    cpu::gemm::PackedB packed(b.data(), n, n, n, 1);
+    cpu::gemm::sgemm(n, a.data(), n, packed, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, n);
+}
+BENCHMARK(BM_Sgemm_KilnPackEachCall)->Apply(grid);
+
+// ---- the shapes of the catalog's layers: x [m, k] times a weight [n, k] transposed ----
+// (what nn::Linear computes), kiln's packed GEMM vs OpenBLAS, per shape class.
+
+void layer_grid(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "k", "n", "threads"});
+  for (int64_t threads : {1, 2})
+    for (int64_t m : {1, 64, 1024})
+      for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 256}, {784, 256}, {384, 1536},
+                          {1536, 384}, {1024, 1024}, {1024, 4096}})
+        b->Args({m, k, n, threads});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+void set_layer_flops(benchmark::State& state) {
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(state.range(0) * state.range(1) * state.range(2)),
+      benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+void BM_Layer_KilnPrepacked(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  ThreadsScope threads(static_cast<int>(state.range(3)));
+  HostBuffer x(m * k), w(n * k), y(m * n);
+  fill(x.data(), m * k, 1);
+  fill(w.data(), n * k, 2);
+  cpu::gemm::PackedB packed(w.data(), k, n, 1, k);
+  for (auto _ : state) {
+    cpu::gemm::sgemm(m, x.data(), k, packed, y.data(), n);
+    benchmark::ClobberMemory();
+  }
+  set_layer_flops(state);
+}
+BENCHMARK(BM_Layer_KilnPrepacked)->Apply(layer_grid);
+
+void BM_Layer_KilnMatmul(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  ThreadsScope threads(static_cast<int>(state.range(3)));
+  Tensor x = filled({m, k}, 1), w = filled({n, k}, 2);
+  Tensor wt = w.t();
+  benchmark::DoNotOptimize(kiln::matmul(x, wt));
+  for (auto _ : state) benchmark::DoNotOptimize(kiln::matmul(x, wt));
+  set_layer_flops(state);
+}
+BENCHMARK(BM_Layer_KilnMatmul)->Apply(layer_grid);
+
+// OpenBLAS on the same layer, its own threads for the 2-thread rows (M = 1 as sgemv, as
+// kiln calls it).
+void BM_Layer_OpenBLAS(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  HostBuffer x(m * k), w(n * k), y(m * n);
+  fill(x.data(), m * k, 1);
+  fill(w.data(), n * k, 2);
+  openblas_set_num_threads(static_cast<int>(state.range(3)));
+  for (auto _ : state) {
+    if (m == 1)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w.data(), k, x.data(), 1, 0.0f,
+                  y.data(), 1);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x.data(), k, w.data(),
+                  k, 0.0f, y.data(), n);
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);
+  set_layer_flops(state);
+}
+BENCHMARK(BM_Layer_OpenBLAS)->Apply(layer_grid);
 
 void BM_Sgemm_Kiln(benchmark::State& state) {
   const int64_t n = state.range(0);
