@@ -474,3 +474,83 @@ TEST(CpuCompiledGraph, FoldedConstantsNeedNoArgument) {
 
 }  // namespace
 }  // namespace kiln::cpu
+
+namespace kiln::cpu {
+namespace {
+
+// A linear layer whose weight is a parameter: the plan keeps it packed for kiln's GEMM,
+// the bias and activation run on each block of rows as it completes, and the packed copy
+// follows every change of the weight that kiln can see.
+std::string packed_linear(int64_t rows) {
+  const std::string r = std::to_string(rows);
+  return R"(graph g {
+  input %0 "x": float32[)" + r + R"(, 40]
+  param %1 "weight": float32[24, 40]
+  param %2 "bias": float32[24]
+  %3: float32[40, 24] = permute(%1) {dims=[1, 0]}
+  %4: float32[)" + r + R"(, 24] = matmul(%0, %3) {}
+  %5: float32[)" + r + R"(, 24] = add(%4, %2) {}
+  %6: float32[)" + r + R"(, 24] = relu(%5) {}
+  return %6
+})";
+}
+
+TEST(CpuCompiledGraph, WeightsArePackedOnceAndFollowInPlaceChanges) {
+  for (int threads : {1, 2}) {
+    int saved = num_threads();
+    set_num_threads(threads);
+    for (int64_t rows : {1, 7, 64, 300}) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " threads=" << threads);
+      const std::string text = packed_linear(rows);
+      CompiledGraph compiled(*ir::parse_graph(text), verified());
+      EXPECT_EQ(compiled.stats().packed_weights, 1) << compiled.stats().str();
+      Generator gen(20);
+      Tensor w = randn({24, 40}, {}, &gen), b = randn({24}, {}, &gen);
+      for (int call = 0; call < 3; ++call) {
+        std::vector<Tensor> in{randn({rows, 40}, {}, &gen), w, b};
+        expect_close(compiled.run(in), reference(text, in));
+      }
+      EXPECT_EQ(compiled.weight_packs(), 1) << "packed again although the weight is unchanged";
+      w.mul_(0.5);  // what an optimizer step does: a new storage version
+      std::vector<Tensor> in{randn({rows, 40}, {}, &gen), w, b};
+      expect_close(compiled.run(in), reference(text, in));
+      EXPECT_EQ(compiled.weight_packs(), 2);
+      Tensor other = randn({24, 40}, {}, &gen);  // another tensor in the parameter's place
+      in = {randn({rows, 40}, {}, &gen), other, b};
+      expect_close(compiled.run(in), reference(text, in));
+      EXPECT_EQ(compiled.weight_packs(), 3);
+    }
+    set_num_threads(saved);
+  }
+}
+
+TEST(CpuCompiledGraph, ManyRowsOrAWeightComputedPerCallUseTheLibraryGemm) {
+  // Past PackedMatmul::kMaxRows the library GEMM runs (one call per block of rows).
+  const std::string text = packed_linear(600);
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  Generator gen(21);
+  std::vector<Tensor> in{randn({600, 40}, {}, &gen), randn({24, 40}, {}, &gen),
+                         randn({24}, {}, &gen)};
+  expect_close(compiled.run(in), reference(text, in));
+  EXPECT_EQ(compiled.weight_packs(), 0);
+  // A weight computed from a parameter on every call lives in a plan buffer that the
+  // generated kernels rewrite without a version bump: never kept packed.
+  const char* scaled = R"(graph g {
+  input %0 "x": float32[8, 40]
+  param %1 "weight": float32[40, 24]
+  input %2 "scale": float32[]
+  %3: float32[40, 24] = mul(%1, %2) {}
+  %4: float32[8, 24] = matmul(%0, %3) {}
+  return %4
+})";
+  CompiledGraph per_call(*ir::parse_graph(scaled), verified());
+  EXPECT_EQ(per_call.stats().packed_weights, 0) << per_call.stats().str();
+  for (float s : {1.0f, 3.0f}) {
+    std::vector<Tensor> args{randn({8, 40}, {}, &gen), randn({40, 24}, {}, &gen),
+                             Tensor::from_vector(std::vector<float>{s}, {})};
+    expect_close(per_call.run(args), reference(scaled, args));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu

@@ -11,6 +11,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/view.h"
 #include "kiln/thread_pool.h"
+#include "packed_matmul.h"
 
 namespace kiln::cpu {
 
@@ -137,6 +138,8 @@ struct Plan::Step {
   // step; 2: the next step views the product in another shape (a linear layer over a batch
   // of sequences flattens and unflattens) and the group after it reads that view.
   int epilogue_distance = 0;
+  // A matmul by a 2-D float32 weight: its packed copy of the weight, kept between calls.
+  std::unique_ptr<PackedMatmul> packed;
 };
 
 Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
@@ -231,6 +234,17 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       for (const ir::Value* v : n.inputs)
         if (v) escapes[v->id] = true;
   }
+  // Values that are the model's state (parameters, buffers, constants) or views of it: a
+  // weight among them changes only through kiln's in-place ops, which bump its storage
+  // version, so its packed copy can be kept between calls. (A plan buffer is rewritten
+  // by generated kernels every call without a version bump: it is never cached.)
+  std::vector<bool> model_state(static_cast<size_t>(top + 1), false);
+  for (const ir::GraphInput& in : graph.inputs())
+    model_state[in.value->id] = in.kind != ir::InputKind::Input;
+  for (const auto& node : graph.nodes())
+    if (node->op->kernel_makes_outputs && !node->inputs.empty() && node->inputs[0] &&
+        model_state[node->inputs[0]->id])
+      for (const ir::Value* v : node->outputs) model_state[v->id] = true;
   for (const ir::Node* node : epilogue_order(graph)) {
     Step step;
     step.node = node;
@@ -242,6 +256,10 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
                  " has no CPU kernel registered. Fix: call kiln::init() before compiling "
                  "(kiln::compile does), or leave the op out of graphs for this backend.");
     }
+    if (node->op == &ops::matmul && node->inputs.size() == 2 && node->inputs[1] &&
+        node->inputs[1]->type.shape.size() == 2 &&
+        node->inputs[1]->type.dtype == DType::Float32 && model_state[node->inputs[1]->id])
+      step.packed = std::make_unique<PackedMatmul>();
     step.attrs = node->attrs->clone();
     step.reseed = node->op->reseed != nullptr;
     step.symbolic_attrs = ir::attrs_hold_symbols(*node->attrs);
@@ -351,6 +369,8 @@ void Plan::run_step(Step& step, const ir::SymbolValues& symbols) {
   if (step.fused) {
     run_fused_kernel(*step.fused, *step.node, TensorSpan(args.data(), args.size()), symbols,
                      std::span<Tensor>(results.data(), results.size()), true);
+  } else if (step.packed && run_packed_matmul(step, args[0], args[1], results[0], symbols)) {
+    // the product is in results[0]
   } else {
     const OpDef& op = *step.node->op;
     if (step.symbolic_attrs) {
@@ -424,16 +444,35 @@ int Plan::epilogues() const {
                                         [](const Step& s) { return s.epilogue_distance > 0; }));
 }
 
+int Plan::packed_weights() const {
+  return static_cast<int>(
+      std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.packed != nullptr; }));
+}
+
+int64_t Plan::weight_packs() const {
+  int64_t packs = 0;
+  for (const Step& s : steps_) packs += s.packed ? s.packed->packs() : 0;
+  return packs;
+}
+
+bool Plan::run_packed_matmul(Step& mm, const Tensor& x, const Tensor& w, Tensor& out,
+                             const ir::SymbolValues& symbols) {
+  Shape shape;
+  for (int64_t s : mm.node->outputs[0]->type.shape) shape.push_back(ir::substitute_size(s, symbols));
+  Tensor product = buffer_for(out, shape, DType::Float32, mm.reuse[0]);
+  if (!PackedMatmul::applies(x, w, product)) return false;
+  mm.packed->run(x, w, product);
+  out = std::move(product);
+  return true;
+}
+
 bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols) {
   Tensor a = slots_[mm.inputs[0]], b = slots_[mm.inputs[1]];
   Tensor product = shared_tensors_[mm.outputs[0]];
   const int64_t rows = product.size(0);
-  // A whole number of blocks per thread: with 3 blocks on 2 threads one thread runs two
-  // matmul blocks while the other idles.
+  const bool packed = mm.packed && PackedMatmul::applies(a, b, product);
   const int64_t threads = num_threads();
-  const int64_t wanted = std::max<int64_t>(threads, product.numel() / kParallelGrain);
-  const int64_t blocks = std::min<int64_t>(rows, (wanted + threads - 1) / threads * threads);
-  if (blocks < 2) return false;  // nothing to overlap: run the two steps one after the other
+  if (!packed && (threads < 2 || rows < 2)) return false;  // the two steps run one by one
   slots_[mm.outputs[0]] = product;
   SmallVector<Tensor, 8> operands;
   for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
@@ -443,24 +482,59 @@ bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& s
   FusedLaunch launch = prepare_fused_kernel(
       *epilogue.fused, *epilogue.node, TensorSpan(operands.data(), operands.size()), symbols,
       std::span<Tensor>(results.data(), results.size()), true);
+  auto keep_results = [&] {
+    for (size_t k = 0; k < epilogue.outputs.size(); ++k)
+      slots_[epilogue.outputs[k]] = std::move(results[k]);
+  };
   // Iteration dim 0 is the rows, or the rows and columns merged.
   const int64_t per_row = launch.dims[0] / rows;
-  const OpDef& op = *mm.node->op;
-  const int64_t rows_per_block = (rows + blocks - 1) / blocks;
-  parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
-    for (int64_t block = first; block < last; ++block) {
-      int64_t r0 = block * rows_per_block, r1 = std::min(rows, r0 + rows_per_block);
-      if (r0 >= r1) continue;
-      Tensor a_rows = rows_of(a, r0, r1), c_rows = rows_of(product, r0, r1);
-      Tensor inputs[2] = {a_rows, b};
-      TensorTypes types{{product.dtype(), Shape(c_rows.sizes()), product.device()}};
-      KernelCall call{op, TensorSpan(inputs, 2), *mm.attrs, std::span<Tensor>(&c_rows, 1), types};
-      mm.kernel(call);
-      launch.run(r0 * per_row, r1 * per_row);
-    }
-  });
-  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
-    slots_[epilogue.outputs[k]] = std::move(results[k]);
+  // The packed GEMM hands over rows of the product flattened to [x rows, N]; the epilogue
+  // can take them as they complete when each such row is a whole number of its units.
+  const int64_t flat_rows = packed ? a.numel() / a.size(-1) : 0;
+  if (packed && launch.dims[0] % flat_rows == 0) {
+    const int64_t units = launch.dims[0] / flat_rows;
+    mm.packed->run(a, b, product,
+                   [&](int64_t r0, int64_t r1) { launch.run(r0 * units, r1 * units); });
+    keep_results();
+    return true;
+  }
+  if (packed) {  // the product first, then the whole epilogue
+    mm.packed->run(a, b, product);
+  } else {
+    // One GEMM call per block (the library packs the weight once per call). Each thread
+    // takes whole blocks; a thread's rows are split further only while a block keeps at
+    // least kMinBlockRows rows, so packing stays a small part of each call, and the
+    // epilogue of a block reads it while it is in cache.
+    constexpr int64_t kMinBlockRows = 128;
+    constexpr int64_t kBlockBytes = int64_t{1} << 20;
+    const int64_t per_thread = (rows + threads - 1) / threads;
+    const int64_t row_bytes = product.numel() / rows * static_cast<int64_t>(itemsize(product.dtype()));
+    const int64_t split = std::clamp<int64_t>(per_thread * row_bytes / kBlockBytes, 1,
+                                              std::max<int64_t>(1, per_thread / kMinBlockRows));
+    const int64_t blocks = std::min<int64_t>(rows, threads * split);
+    const OpDef& op = *mm.node->op;
+    const int64_t rows_per_block = (rows + blocks - 1) / blocks;
+    parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t block = first; block < last; ++block) {
+        int64_t r0 = block * rows_per_block, r1 = std::min(rows, r0 + rows_per_block);
+        if (r0 >= r1) continue;
+        Tensor a_rows = rows_of(a, r0, r1), c_rows = rows_of(product, r0, r1);
+        Tensor inputs[2] = {a_rows, b};
+        TensorTypes types{{product.dtype(), Shape(c_rows.sizes()), product.device()}};
+        KernelCall call{op, TensorSpan(inputs, 2), *mm.attrs, std::span<Tensor>(&c_rows, 1), types};
+        mm.kernel(call);
+        launch.run(r0 * per_row, r1 * per_row);
+      }
+    });
+    keep_results();
+    return true;
+  }
+  if (launch.total) {
+    const int64_t inner = launch.total / launch.dims[0];
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
+    parallel_for_fast(0, launch.dims[0], grain, [&](int64_t b0, int64_t b1) { launch.run(b0, b1); });
+  }
+  keep_results();
   return true;
 }
 

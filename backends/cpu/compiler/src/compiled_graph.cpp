@@ -47,6 +47,7 @@ std::string CompileStats::str() const {
      << other_nodes << " other nodes, "
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
   if (epilogues) os << ", " << epilogues << " epilogues";
+  if (packed_weights) os << ", " << packed_weights << " packed weights";
   if (frozen_parameters) os << ", " << frozen_parameters << " frozen parameters";
   if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
@@ -109,6 +110,7 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   impl_->plan = Plan::build(*impl_->graph, impl_->kernels);
   stats_.planned = impl_->plan != nullptr;
   stats_.epilogues = impl_->plan ? impl_->plan->epilogues() : 0;
+  stats_.packed_weights = impl_->plan ? impl_->plan->packed_weights() : 0;
   if (impl_->plan) {
     stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
                                                   : impl_->plan->memory().str();
@@ -125,6 +127,10 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
 }
 
 CompiledGraph::~CompiledGraph() = default;
+
+int64_t CompiledGraph::weight_packs() const {
+  return impl_->plan ? impl_->plan->weight_packs() : 0;
+}
 
 std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) {
   size_t total = impl_->graph->inputs().size();

@@ -51,6 +51,7 @@ struct CompileStats {
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
   int epilogues = 0;  // fusion groups run block by block with the matmul before them
+  int packed_weights = 0;  // matmuls by a model weight that keep it packed (plan.h)
   int frozen_parameters = 0;  // parameters (and buffers) whose data the passes could fold
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).
@@ -80,6 +81,9 @@ class CompiledGraph {
   // The generated kernels (named fused_kernel_name(i) for the i-th of fused_nodes() of the
   // optimized graph); null when the graph has no fusion group.
   const codegen::KernelModule* kernel_module() const;
+  // How many times the plan packed a weight so far (once per weight, again after it
+  // changed); 0 without a plan.
+  int64_t weight_packs() const;
   // Random ops replay the positions their attributes hold (segments, see interp.h).
   void set_replay_recorded_random(bool replay);
 

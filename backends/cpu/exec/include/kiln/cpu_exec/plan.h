@@ -72,6 +72,11 @@ class Plan {
   // Matmuls whose epilogue (the fusion group reading their product) runs block by block
   // with them.
   int epilogues() const;
+  // Matmuls by a weight of the model's state that run through kiln's packed GEMM, their
+  // weight packed once and again only when it changes (when they have fewer rows than
+  // PackedMatmul::kMaxRows), and the times a weight was packed so far.
+  int packed_weights() const;
+  int64_t weight_packs() const;
 
  private:
   struct Step;
@@ -106,9 +111,14 @@ class Plan {
                            const std::vector<int>& last_use, const std::vector<int>& shared_index,
                            const std::vector<int>& taken);
   // Runs the matmul and its epilogue block of rows by block of rows across the threads, so
-  // the epilogue reads each block of the product while it is in cache. False when there is
-  // a single block (the steps then run one after the other).
+  // the epilogue reads each block of the product while it is in cache: through the packed
+  // GEMM, which hands over rows as they complete, or else one library GEMM call per block.
+  // False when there is nothing to gain (the steps then run one after the other).
   bool run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols);
+  // A matmul step through its packed weight, into `out` (its reusable buffer, or a new
+  // tensor); false, with nothing run, when PackedMatmul does not apply to these operands.
+  bool run_packed_matmul(Step& mm, const Tensor& x, const Tensor& w, Tensor& out,
+                         const ir::SymbolValues& symbols);
 
   std::vector<Tensor> slots_;   // by value id: this call's tensors
   std::vector<int> transient_;  // value ids cleared after each call (inputs, results, views)

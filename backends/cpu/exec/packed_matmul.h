@@ -1,0 +1,41 @@
+// The planned executor's matmul by a 2-D float32 weight through kiln's packed GEMM
+// (kiln/cpu_gemm/gemm.h). The weight is packed on the first call and again only when it
+// changes: another tensor, other strides, or a new storage version (an in-place update
+// such as an optimizer step or load_state_dict bumps it), so a frozen or exported model
+// packs each weight once. The product's rows can be handed to an epilogue as they
+// complete, while they are still in cache.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cpu {
+
+class PackedMatmul {
+ public:
+  // Whether out = x [..., K] · w [K, N] runs here: float32 throughout, w 2-D, x and out
+  // dense, and fewer rows than kMaxRows (beyond that OpenBLAS, which packs both operands
+  // itself, measured faster: docs/perf.md).
+  static bool applies(const Tensor& x, const Tensor& w, const Tensor& out);
+  static constexpr int64_t kMaxRows = 512;
+
+  // out = x · w; `epilogue`, when given, runs on rows of the product flattened to
+  // [rows, N] (rows = x.numel() / K) as they become final.
+  void run(const Tensor& x, const Tensor& w, const Tensor& out,
+           const gemm::RowEpilogue& epilogue = nullptr);
+  int64_t packs() const { return packs_; }  // times the weight was packed (for tests)
+
+ private:
+  void repack_if_changed(const Tensor& w);
+
+  gemm::PackedB packed_;
+  // The weight packed_ was made from, held so that its storage cannot be freed and its
+  // address handed to another tensor while the packed copy is kept.
+  Tensor source_;
+  uint64_t source_version_ = 0;
+  int64_t packs_ = 0;
+};
+
+}  // namespace kiln::cpu
