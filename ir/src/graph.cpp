@@ -21,13 +21,6 @@ std::string type_str(const Type& t) {
   return out;
 }
 
-std::string location_str(const Location& loc) {
-  if (!loc.known()) return "";
-  std::string out = loc.file + ':' + std::to_string(loc.line);
-  if (!loc.function.empty()) out += " (" + loc.function + ")";
-  return out;
-}
-
 const char* input_kind_name(InputKind k) {
   switch (k) {
     case InputKind::Input:

@@ -265,10 +265,11 @@ class Parser : private TextCursor {
     if (accept('@')) n->module_path = name("a module path");
     if (accept_word("loc")) {
       expect('(', "after 'loc'");
-      n->loc.file = string_literal("a quoted file name");
+      std::string file = string_literal("a quoted file name");
       expect(':', "after the file name");
-      n->loc.line = static_cast<int>(integer("a line number"));
-      if (peek() == '"') n->loc.function = string_literal("a quoted function name");
+      const int line = static_cast<int>(integer("a line number"));
+      std::string function = peek() == '"' ? string_literal("a quoted function name") : "";
+      n->loc = Location(std::move(file), line, std::move(function));
       expect(')', "after the location");
     }
     if (accept('{')) {

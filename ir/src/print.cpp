@@ -181,8 +181,8 @@ class Printer {
     }
     if (!canonical_ && !n.module_path.empty()) os_ << " @" << bare_or_quoted(n.module_path);
     if (!canonical_ && !(n.loc == Location{})) {
-      os_ << " loc(" << quote(n.loc.file) << ':' << n.loc.line;
-      if (!n.loc.function.empty()) os_ << ' ' << quote(n.loc.function);
+      os_ << " loc(" << quote(n.loc.file()) << ':' << n.loc.line();
+      if (!n.loc.function().empty()) os_ << ' ' << quote(n.loc.function());
       os_ << ')';
     }
     if (!n.regions.empty()) {

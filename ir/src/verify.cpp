@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <ostream>
 #include <typeinfo>
 #include <unordered_set>
 
@@ -47,6 +48,29 @@ std::string node_str(const Node& n) {
   return out;
 }
 
+// Error prefixes, printed only when an error is reported: naming a node reads its source
+// location, which may first need the debug line tables (kiln/ir/location.h).
+struct Context {  // where a graph sits: at the top (no node), or in region `region` of `node`
+  const Context* outer = nullptr;
+  const Node* node = nullptr;
+  size_t region = 0;
+};
+std::ostream& operator<<(std::ostream& os, const Context& c) {
+  if (c.node) os << *c.outer << "region " << c.region << " of " << node_str(*c.node) << ": ";
+  return os;
+}
+// "[ir verify] <context><node>: ", or "[ir verify] <context>graph input 'x': ".
+struct Where {
+  const Context* context = nullptr;
+  const Node* node = nullptr;
+  const std::string* input_name = nullptr;
+};
+std::ostream& operator<<(std::ostream& os, const Where& w) {
+  os << "[ir verify] " << *w.context;
+  if (w.node) return os << node_str(*w.node) << ": ";
+  return os << "graph input '" << *w.input_name << "': ";
+}
+
 std::string types_str(const std::vector<Value*>& values) {
   std::string out = "(";
   for (size_t i = 0; i < values.size(); ++i)
@@ -72,7 +96,7 @@ std::vector<Type> output_types(const Graph& g) {
 }
 
 void expect_types(const std::vector<Type>& want, const std::vector<Type>& got,
-                  const std::string& where, const char* what) {
+                  const Where& where, const char* what) {
   KILN_CHECK(want.size() == got.size(), where, what, ": expected ", want.size(), " values, found ",
              got.size(), ".");
   for (size_t i = 0; i < want.size(); ++i)
@@ -87,7 +111,7 @@ std::vector<Type> concat(std::vector<Type> a, const std::vector<Type>& b) {
 
 // Control-flow nodes: their regions' signatures against the node's operands and results
 // (layouts in kiln/ops/control_flow.h).
-void check_region_signature(const Node& n, const std::string& where) {
+void check_region_signature(const Node& n, const Where& where) {
   const OpDef* op = n.op;
   size_t want_regions = op == &ops::cond || op == &ops::while_loop ? 2 : 1;
   KILN_CHECK(n.regions.size() == want_regions, where, op->name, " expects ", want_regions,
@@ -142,7 +166,7 @@ void check_region_signature(const Node& n, const std::string& where) {
 }
 
 // A fusion group's one region takes the node's operands and returns its results.
-void check_fused_signature(const Node& n, const std::string& where) {
+void check_fused_signature(const Node& n, const Where& where) {
   KILN_CHECK(n.regions.size() == 1, where, n.op->name, " expects 1 region, found ",
              n.regions.size(), ".");
   expect_types(types_of(n.inputs, 0, n.inputs.size()), input_types(*n.regions[0]), where,
@@ -153,7 +177,7 @@ void check_fused_signature(const Node& n, const std::string& where) {
 
 class Verifier {
  public:
-  void graph(const Graph& g, const std::string& context) {
+  void graph(const Graph& g, const Context& context) {
     scopes_.emplace_back();
     std::unordered_set<std::string_view> names;
     for (const GraphInput& in : g.inputs()) {
@@ -167,7 +191,7 @@ class Verifier {
                    in.name, "' ", value_str(in.value), " holds a ", in.constant.type_str(),
                    " tensor but its value has type ", type_str(in.value->type),
                    ". Fix: give the value the constant's type.");
-      define(in.value, "[ir verify] " + context + "graph input '" + in.name + "': ");
+      define(in.value, Where{&context, nullptr, &in.name});
     }
     for (const auto& n : g.nodes()) node(*n, context);
     const char* ret = g.parent() ? "yield" : "return";
@@ -183,8 +207,8 @@ class Verifier {
   }
 
  private:
-  void node(const Node& n, const std::string& context) {
-    std::string where = "[ir verify] " + context + node_str(n) + ": ";
+  void node(const Node& n, const Context& context) {
+    const Where where{&context, &n};
     KILN_CHECK(n.op, where, "the node has no op. Fix: create nodes with Graph::add_node.");
     const OpDef& op = *n.op;
     KILN_CHECK(n.attrs, where, "the node has no attributes; expected ",
@@ -214,7 +238,7 @@ class Verifier {
       define(v, where);
     }
     for (size_t i = 0; i < n.regions.size(); ++i)
-      graph(*n.regions[i], context + "region " + std::to_string(i) + " of " + node_str(n) + ": ");
+      graph(*n.regions[i], Context{&context, &n, i});
     if (op.lowering == LoweringClass::ControlFlow) {
       check_region_signature(n, where);
       return;
@@ -237,13 +261,13 @@ class Verifier {
   }
 
   // `where`: the error prefix naming the definition.
-  void define(const Value* v, const std::string& where) {
+  void define(const Value* v, const Where& where) {
     KILN_CHECK(defined_.insert(v).second, where, "value ", value_str(v),
                " is defined twice. Fix: create a fresh value per definition.");
     scopes_.back().insert(v);
   }
 
-  void check_visible(const Value* v, const std::string& where) {
+  void check_visible(const Value* v, const Where& where) {
     if (scopes_.back().count(v)) return;
     for (size_t i = 0; i + 1 < scopes_.size(); ++i) {
       KILN_CHECK(!scopes_[i].count(v), where, "uses ", value_str(v),
@@ -255,7 +279,7 @@ class Verifier {
               "every value is defined before it is used.");
   }
 
-  static void check_infer(const Node& n, const std::string& where) {
+  static void check_infer(const Node& n, const Where& where) {
     SmallVector<Tensor, 4> inputs;
     for (const Value* v : n.inputs) inputs.push_back(placeholder(v));
     TensorTypes inferred;
@@ -283,7 +307,7 @@ class Verifier {
 }  // namespace
 
 void verify(const Graph& g) {
-  Verifier().graph(g, "");
+  Verifier().graph(g, Context{});
 }
 
 }  // namespace kiln::ir

@@ -105,3 +105,26 @@ TEST(IrGraph, InputKindNames) {
 
 }  // namespace
 }  // namespace kiln::ir
+
+namespace kiln::ir {
+namespace {
+
+TEST(Location, ADeferredLocationResolvesOnceOnFirstReadOfAnyCopy) {
+  int calls = 0;
+  Location loc = Location::deferred([&] {
+    ++calls;
+    return Location("model.cpp", 12, "Net::forward");
+  });
+  Location copy = loc;
+  EXPECT_TRUE(copy.is_pending());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(location_str(copy), "model.cpp:12 (Net::forward)");
+  EXPECT_FALSE(loc.is_pending());
+  EXPECT_EQ(loc.line(), 12);
+  EXPECT_EQ(loc, Location("model.cpp", 12, "Net::forward"));
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(Location::deferred([] { return Location(); }).known());
+}
+
+}  // namespace
+}  // namespace kiln::ir

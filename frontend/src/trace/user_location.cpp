@@ -1,6 +1,9 @@
-// Finding the user's line: collect return addresses, resolve each (with its inlined
-// callers) through libbacktrace, and take the first frame in a file outside kiln. Resolved
-// addresses are cached: a trace resolves the same few call sites over and over.
+// Finding the user's line: collect return addresses now (cheap: the unwinder), and only
+// when the location is read resolve each (with its inlined callers) through libbacktrace
+// and take the first frame in a file outside kiln. The first resolution in a process reads
+// and sorts the debug line tables (~100 ms for the kiln tool), so a trace that reports no
+// location never pays it. Resolved addresses are cached: a trace resolves the same few
+// call sites over and over.
 #include "user_location.h"
 
 #include <cxxabi.h>
@@ -120,13 +123,18 @@ bool is_kiln_internal(std::string_view file) {
 ir::Location user_location() {
 #if KILN_HAVE_LIBBACKTRACE
   std::vector<uintptr_t> pcs = return_addresses();
-  Resolver& r = resolver();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (uintptr_t pc : pcs)
-    for (const Frame& f : r.frames_at(pc))
-      if (!is_kiln_internal(f.file)) return {f.file, f.line, f.function};
-#endif
+  if (pcs.empty()) return {};
+  return ir::Location::deferred([pcs = std::move(pcs)]() -> ir::Location {
+    Resolver& r = resolver();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (uintptr_t pc : pcs)
+      for (const Frame& f : r.frames_at(pc))
+        if (!is_kiln_internal(f.file)) return {f.file, f.line, f.function};
+    return {};
+  });
+#else
   return {};
+#endif
 }
 
 ir::Location user_location(SourceLoc loc) {

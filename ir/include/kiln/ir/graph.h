@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/ir/location.h"
 #include "kiln/op.h"
 
 namespace kiln::ir {
@@ -37,17 +38,6 @@ struct Type {
 };
 // "float32[s0, 784]"; a cpu device is not printed, any other is: "float32[2]@cuda:0".
 std::string type_str(const Type& t);
-
-// Where a node came from in the user's code; line 0 means unknown.
-struct Location {
-  std::string file;
-  int line = 0;
-  std::string function;
-  bool known() const { return line > 0; }
-  bool operator==(const Location&) const = default;
-};
-// "tests/frontend/trace_test.cpp:42"; "" when unknown.
-std::string location_str(const Location& loc);
 
 struct Value {
   int id = 0;              // unique within the outermost graph; printed as %id
