@@ -481,25 +481,22 @@ namespace {
 // A linear layer whose weight is a parameter: the plan keeps it packed for kiln's GEMM,
 // the bias and activation run on each block of rows as it completes, and the packed copy
 // follows every change of the weight that kiln can see.
-std::string packed_linear(int64_t rows) {
-  const std::string r = std::to_string(rows);
-  return R"(graph g {
-  input %0 "x": float32[)" + r + R"(, 40]
-  param %1 "weight": float32[24, 40]
-  param %2 "bias": float32[24]
-  %3: float32[40, 24] = permute(%1) {dims=[1, 0]}
-  %4: float32[)" + r + R"(, 24] = matmul(%0, %3) {}
-  %5: float32[)" + r + R"(, 24] = add(%4, %2) {}
-  %6: float32[)" + r + R"(, 24] = relu(%5) {}
-  return %6
-})";
+std::string packed_linear(int64_t rows, int64_t in = 40, int64_t out = 24) {
+  const std::string r = std::to_string(rows), k = std::to_string(in), n = std::to_string(out);
+  return "graph g {\n  input %0 \"x\": float32[" + r + ", " + k + "]\n" +
+         "  param %1 \"weight\": float32[" + n + ", " + k + "]\n" +
+         "  param %2 \"bias\": float32[" + n + "]\n" +
+         "  %3: float32[" + k + ", " + n + "] = permute(%1) {dims=[1, 0]}\n" +
+         "  %4: float32[" + r + ", " + n + "] = matmul(%0, %3) {}\n" +
+         "  %5: float32[" + r + ", " + n + "] = add(%4, %2) {}\n" +
+         "  %6: float32[" + r + ", " + n + "] = relu(%5) {}\n  return %6\n}";
 }
 
 TEST(CpuCompiledGraph, WeightsArePackedOnceAndFollowInPlaceChanges) {
   for (int threads : {1, 2}) {
     int saved = num_threads();
     set_num_threads(threads);
-    for (int64_t rows : {1, 7, 64, 300}) {
+    for (int64_t rows : {1, 7, 64, 300, 600}) {  // 600: past kMaxRows, a small weight
       SCOPED_TRACE(::testing::Message() << "rows=" << rows << " threads=" << threads);
       const std::string text = packed_linear(rows);
       CompiledGraph compiled(*ir::parse_graph(text), verified());
@@ -524,13 +521,15 @@ TEST(CpuCompiledGraph, WeightsArePackedOnceAndFollowInPlaceChanges) {
   }
 }
 
-TEST(CpuCompiledGraph, ManyRowsOrAWeightComputedPerCallUseTheLibraryGemm) {
-  // Past PackedMatmul::kMaxRows the library GEMM runs (one call per block of rows).
-  const std::string text = packed_linear(600);
+TEST(CpuCompiledGraph, ManyRowsByALargeWeightOrAWeightComputedPerCallUseTheLibraryGemm) {
+  // Past PackedMatmul::kMaxRows, by a weight larger than kSmallWeight, the library GEMM runs
+  // (one call per block of rows), with the epilogue after each block.
+  const std::string text = packed_linear(600, 400, 400);
   CompiledGraph compiled(*ir::parse_graph(text), verified());
+  EXPECT_EQ(compiled.stats().epilogues, 1) << compiled.stats().str();
   Generator gen(21);
-  std::vector<Tensor> in{randn({600, 40}, {}, &gen), randn({24, 40}, {}, &gen),
-                         randn({24}, {}, &gen)};
+  std::vector<Tensor> in{randn({600, 400}, {}, &gen), randn({400, 400}, {}, &gen),
+                         randn({400}, {}, &gen)};
   expect_close(compiled.run(in), reference(text, in));
   EXPECT_EQ(compiled.weight_packs(), 0);
   // A weight computed from a parameter on every call lives in a plan buffer that the

@@ -17,7 +17,8 @@ bool PackedMatmul::applies(const Tensor& x, const Tensor& w, const Tensor& out) 
   if (!x.is_contiguous() || !out.is_contiguous() || out.numel() == 0) return false;
   const int64_t k = w.size(0);
   const int64_t rows = k ? x.numel() / k : 0;
-  return rows > 0 && rows < kMaxRows && out.numel() == rows * w.size(1);
+  return rows > 0 && out.numel() == rows * w.size(1) &&
+         (rows < kMaxRows || w.numel() <= kSmallWeight);
 }
 
 void PackedMatmul::repack_if_changed(const Tensor& w) {

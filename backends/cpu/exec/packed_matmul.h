@@ -16,10 +16,12 @@ namespace kiln::cpu {
 class PackedMatmul {
  public:
   // Whether out = x [..., K] · w [K, N] runs here: float32 throughout, w 2-D, x and out
-  // dense, and fewer rows than kMaxRows (beyond that OpenBLAS, which packs both operands
-  // itself, measured faster: docs/perf.md).
+  // dense, and a shape class where the packed GEMM measured faster than OpenBLAS
+  // (bench_gemm's layer rows, docs/perf.md): fewer rows than kMaxRows, or a weight of at
+  // most kSmallWeight elements (256 x 256: 1.4x at 1,024 rows), whatever the rows.
   static bool applies(const Tensor& x, const Tensor& w, const Tensor& out);
   static constexpr int64_t kMaxRows = 512;
+  static constexpr int64_t kSmallWeight = 128 * 1024;
 
   // out = x · w; `epilogue`, when given, runs on rows of the product flattened to
   // [rows, N] (rows = x.numel() / K) as they become final.

@@ -20,6 +20,9 @@ struct MicroKernel {
   // are stored. `accumulate`: add to C instead of overwriting it.
   void (*run)(int64_t rows, int64_t depth, const float* a, const float* panel, float* c,
               int64_t ldc, int64_t cols, bool accumulate);
+  // Packs one strip for `run`: rows (<= mr) of A from `a` (leading dim lda), `depth` values
+  // each, into out[k * mr + i]. Null: the portable scalar loop (pack_strip in sgemm.cpp).
+  void (*pack)(int64_t rows, int64_t depth, const float* a, int64_t lda, float* out);
 };
 
 extern const MicroKernel kAvx512Kernel;

@@ -66,6 +66,6 @@ namespace {
 bool supported() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 }  // namespace
 
-const MicroKernel kAvx2Kernel{"avx2", kRows, kCols, supported, run};
+const MicroKernel kAvx2Kernel{"avx2", kRows, kCols, supported, run, nullptr};
 
 }  // namespace kiln::cpu::gemm

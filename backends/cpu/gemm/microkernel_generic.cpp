@@ -27,6 +27,6 @@ bool supported() { return true; }
 
 }  // namespace
 
-const MicroKernel kGenericKernel{"generic", kRows, kCols, supported, run};
+const MicroKernel kGenericKernel{"generic", kRows, kCols, supported, run, nullptr};
 
 }  // namespace kiln::cpu::gemm

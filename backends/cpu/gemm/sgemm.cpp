@@ -35,6 +35,11 @@ const MicroKernel& choose_default_kernel() {
   return kernel_named(wanted, "KILN_GEMM_KERNEL");
 }
 
+void pack_strip(int64_t rows, int64_t depth, const float* a, int64_t lda, int64_t mr, float* out) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t kk = 0; kk < depth; ++kk) out[kk * mr + i] = a[i * lda + kk];
+}
+
 // Rows [r0, r1) of A, depth [k0, k0 + depth), as strips of kernel.mr rows, each k-major
 // (microkernel.h); the rows past r1 in the last strip are left as they are (never stored).
 void pack_a(const MicroKernel& kernel, const float* a, int64_t lda, int64_t r0, int64_t r1,
@@ -42,10 +47,11 @@ void pack_a(const MicroKernel& kernel, const float* a, int64_t lda, int64_t r0, 
   const int64_t mr = kernel.mr;
   for (int64_t s = r0; s < r1; s += mr) {
     const int64_t rows = std::min(mr, r1 - s);
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* src = a + (s + i) * lda + k0;
-      for (int64_t kk = 0; kk < depth; ++kk) out[kk * mr + i] = src[kk];
-    }
+    const float* src = a + s * lda + k0;
+    if (kernel.pack)
+      kernel.pack(rows, depth, src, lda, out);
+    else
+      pack_strip(rows, depth, src, lda, mr, out);
     out += depth * mr;
   }
 }

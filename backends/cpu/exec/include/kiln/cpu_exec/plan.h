@@ -73,8 +73,8 @@ class Plan {
   // with them.
   int epilogues() const;
   // Matmuls by a weight of the model's state that run through kiln's packed GEMM, their
-  // weight packed once and again only when it changes (when they have fewer rows than
-  // PackedMatmul::kMaxRows), and the times a weight was packed so far.
+  // weight packed once and again only when it changes (in the shape classes where that
+  // measured faster: PackedMatmul::applies), and the times a weight was packed so far.
   int packed_weights() const;
   int64_t weight_packs() const;
 
