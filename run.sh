@@ -3,6 +3,9 @@
 #   ./run.sh demo              train the Fashion-MNIST demo and print its accuracy
 #   ./run.sh test [--sanitize] run every test suite through ctest (ASan+UBSan with --sanitize)
 #   ./run.sh bench [filter]    run the Google Benchmark programs
+#   ./run.sh bench --peers [options]  kiln beside PyTorch, ONNX Runtime and JAX
+#                              (bench/compare_peers.py; KILN_PEERS_PYTHON names a Python
+#                              that has them, see the script's header)
 #   ./run.sh build             configure and build only
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -64,13 +67,18 @@ case "$cmd" in
     ;;
   bench)
     configure_and_build build
-    for b in build/bench/bench_*; do "$b" --benchmark_filter="${1:-.}"; done
+    if [ "${1:-}" = "--peers" ]; then
+      shift
+      "${KILN_PEERS_PYTHON:-python3}" bench/compare_peers.py "$@"
+    else
+      for b in build/bench/bench_*; do "$b" --benchmark_filter="${1:-.}"; done
+    fi
     ;;
   build)
     configure_and_build build
     ;;
   *)
-    echo "usage: ./run.sh {demo|test [--sanitize]|bench [filter]|build}" >&2
+    echo "usage: ./run.sh {demo|test [--sanitize]|bench [filter]|bench --peers [options]|build}" >&2
     exit 2
     ;;
 esac
