@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "kiln/error.h"
+#include "kiln/thread_pool.h"
 
 namespace kiln {
 
@@ -29,5 +30,17 @@ void expect_error(Fn&& f, std::initializer_list<std::string_view> parts) {
   for (std::string_view p : parts)
     EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
 }
+
+// Sets kiln's thread count for one scope and restores it afterwards.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) : saved_(num_threads()) { set_num_threads(n); }
+  ~ScopedThreads() { set_num_threads(saved_); }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace kiln

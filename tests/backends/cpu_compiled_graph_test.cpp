@@ -494,8 +494,7 @@ std::string packed_linear(int64_t rows, int64_t in = 40, int64_t out = 24) {
 
 TEST(CpuCompiledGraph, WeightsArePackedOnceAndFollowInPlaceChanges) {
   for (int threads : {1, 2}) {
-    int saved = num_threads();
-    set_num_threads(threads);
+    ScopedThreads scope(threads);
     for (int64_t rows : {1, 7, 64, 300, 600}) {  // 600: past kMaxRows, a small weight
       SCOPED_TRACE(::testing::Message() << "rows=" << rows << " threads=" << threads);
       const std::string text = packed_linear(rows);
@@ -517,7 +516,6 @@ TEST(CpuCompiledGraph, WeightsArePackedOnceAndFollowInPlaceChanges) {
       expect_close(compiled.run(in), reference(text, in));
       EXPECT_EQ(compiled.weight_packs(), 3);
     }
-    set_num_threads(saved);
   }
 }
 

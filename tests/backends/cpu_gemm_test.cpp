@@ -30,14 +30,6 @@ std::vector<float> random_values(int64_t count, uint32_t seed) {
   return v;
 }
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 // Runs the problem with `kernel` and compares with the naive product; the epilogue adds 1
 // to each row it is given, so a row missed or given twice, or given before it was final,
@@ -46,7 +38,7 @@ void check(const MicroKernel& kernel, const Problem& p, int threads) {
   SCOPED_TRACE(::testing::Message() << kernel_name(kernel) << " m=" << p.m << " k=" << p.k
                                     << " n=" << p.n << (p.b_transposed ? " B^T" : "")
                                     << " threads=" << threads);
-  ThreadCount scope(threads);
+  ScopedThreads scope(threads);
   const int64_t lda = p.k + 3, ldc = p.n + 5;  // leading dims wider than the matrices
   std::vector<float> a = random_values(p.m * lda, 1);
   std::vector<float> b = random_values(p.k * p.n, 2);

@@ -10,18 +10,11 @@
 
 #include "kiln/error.h"
 #include "kiln/thread_pool.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
-class PoolThreads {
- public:
-  explicit PoolThreads(int n) : saved_(num_threads()) { set_num_threads(n); }
-  ~PoolThreads() { set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
 
 // Runs one job over [0, n) and checks that each index was visited once.
 void expect_each_index_once(int64_t n, int64_t grain) {
@@ -33,12 +26,12 @@ void expect_each_index_once(int64_t n, int64_t grain) {
 }
 
 TEST(ThreadPool, ManyJobsBackToBackEachCoverTheirRangeOnce) {
-  PoolThreads threads(2);
+  ScopedThreads threads(2);
   for (int job = 0; job < 20000; ++job) expect_each_index_once(1 + job % 7, 1);
 }
 
 TEST(ThreadPool, JobsAfterTheWorkersSleptStillRunEveryChunk) {
-  PoolThreads threads(2);
+  ScopedThreads threads(2);
   for (int job = 0; job < 5; ++job) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the workers' spin
     expect_each_index_once(1000, 10);
@@ -47,14 +40,14 @@ TEST(ThreadPool, JobsAfterTheWorkersSleptStillRunEveryChunk) {
 
 TEST(ThreadPool, MoreThreadsThanCoresAndResizingBetweenJobs) {
   for (int n : {4, 1, 3, 2}) {
-    PoolThreads threads(n);
+    ScopedThreads threads(n);
     EXPECT_EQ(num_threads(), n);
     for (int job = 0; job < 200; ++job) expect_each_index_once(97, 3);
   }
 }
 
 TEST(ThreadPool, AnErrorInAnyChunkReachesTheCallerAndThePoolGoesOn) {
-  PoolThreads threads(2);
+  ScopedThreads threads(2);
   for (int round = 0; round < 50; ++round) {
     EXPECT_THROW(parallel_for(0, 2, 1,
                               [&](int64_t b, int64_t) {
@@ -66,7 +59,7 @@ TEST(ThreadPool, AnErrorInAnyChunkReachesTheCallerAndThePoolGoesOn) {
 }
 
 TEST(ThreadPool, NestedCallsRunInlineOnTheirThread) {
-  PoolThreads threads(2);
+  ScopedThreads threads(2);
   std::atomic<int> inner_chunks{0};
   parallel_for(0, 2, 1, [&](int64_t, int64_t) {
     const std::thread::id me = std::this_thread::get_id();
