@@ -5,14 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <mutex>
 #include <random>
 #include <vector>
 
 #include "kiln/cpu_gemm/gemm.h"
+#include "kiln/init.h"
 #include "kiln/thread_pool.h"
 #include "test_util.h"
+
+extern "C" char* openblas_get_corename(void);  // OpenBLAS, which the eager matmul calls
 
 namespace kiln::cpu::gemm {
 namespace {
@@ -104,6 +109,21 @@ TEST(CpuGemm, TheBestKernelComesFirstAndTheGenericOneIsAlwaysThere) {
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
     best = "avx512";
   EXPECT_STREQ(kernel_name(*kernels.front()), best);
+}
+
+// Debian's OpenBLAS picks its kernels by CPU model (Haswell on AMD Zen 4/5, Prescott on
+// Emerald Rapids); kiln::init() makes it follow the CPU's features instead.
+TEST(CpuGemm, OpenBlasRunsTheKernelsTheCpuFeaturesCallFor) {
+  init();
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE set by the user wins";
+  const std::string core = openblas_get_corename();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    EXPECT_TRUE(core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids") << core;
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    EXPECT_NE(core, "Prescott");
+    EXPECT_NE(core, "Nehalem");
+  }
 }
 
 TEST(CpuGemm, AnUnknownKernelNameIsAnErrorListingTheChoices) {
