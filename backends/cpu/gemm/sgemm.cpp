@@ -22,7 +22,7 @@ namespace {
 
 // Bytes of C one row block may hold: well inside every L2 kiln runs on (1-2 MiB).
 constexpr int64_t kRowBlockBytes = 512 * 1024;
-// Rows of A packed at once: 256 rows x a K block of 256 is 256 KiB, in L2.
+// Rows of A packed at once: 256 rows x a K block of up to 192 is at most 192 KiB, in L2.
 constexpr int64_t kMaxBlockRows = 256;
 // Multiply-adds below which one thread does the whole product.
 constexpr int64_t kParallelWork = int64_t{1} << 16;
