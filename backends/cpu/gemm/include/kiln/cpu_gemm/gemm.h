@@ -37,7 +37,6 @@ class PackedB {
   PackedB(const float* data, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride,
           const MicroKernel& kernel = default_kernel());
 
-  bool empty() const { return kernel_ == nullptr; }
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   const MicroKernel& kernel() const { return *kernel_; }
@@ -46,7 +45,6 @@ class PackedB {
   int64_t k_block_start(int64_t block) const { return k_block_starts_[block]; }
   // The packed panel `panel` of K block `block`: (block's depth) x kernel width floats.
   const float* panel(int64_t block, int64_t panel) const;
-  size_t bytes() const { return static_cast<size_t>(storage_.numel()) * sizeof(float); }
 
  private:
   const MicroKernel* kernel_ = nullptr;
