@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "kiln/kiln.h"
 #include "kiln/ops/nn.h"
@@ -423,6 +424,35 @@ TEST(NnErrors, Conv2d) {
       },
       {"[conv2d]", "\"full\""});
   expect_error([&] { F::conv2d(x, zeros({4, 3, 3, 3}, kFloat64)); }, {"[conv2d]", "dtype", "Fix:"});
+}
+
+// NaN counts as the maximum and a later NaN replaces an earlier one (PyTorch's CPU rule), on
+// every path: the vector 2x2 row (float32), the scalar tiled rows (float64, 3x3) and the
+// general tap loop (a window that overlaps its neighbours).
+TEST(NnFunctional, MaxPoolNaNAndMinusInfinity) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (DType dtype : {kFloat32, kFloat64}) {
+    // One 4x6 plane: window (0,0) holds two NaNs, window (0,1) only -inf, window (1,2) a NaN
+    // after its maximum.
+    std::vector<float> v(24, 0.0f);
+    v[0] = nan, v[7] = nan, v[1] = 5.0f;
+    v[2] = v[3] = v[8] = v[9] = -inf;
+    v[16] = 3.0f, v[23] = nan;
+    Tensor x = Tensor::from_vector(v, {1, 1, 4, 6}).to(dtype);
+    auto [out, at] = F::max_pool2d_with_indices(x, {2});
+    std::vector<double> o = out.to_vector<double>();
+    std::vector<int64_t> i = at.to_vector<int64_t>();
+    EXPECT_TRUE(std::isnan(o[0]));
+    EXPECT_EQ(i[0], 7);
+    EXPECT_EQ(o[1], -INFINITY);
+    EXPECT_EQ(i[1], 2);
+    EXPECT_TRUE(std::isnan(o[5]));
+    EXPECT_EQ(i[5], 23);
+    // The same plane through the general loop (stride 1 windows overlap): same rules.
+    auto [o1, at1] = F::max_pool2d_with_indices(x, {2}, {1});
+    EXPECT_TRUE(std::isnan(o1.to_vector<double>()[0]));
+    EXPECT_EQ(at1.to_vector<int64_t>()[0], 7);
+  }
 }
 
 TEST(NnErrors, Pooling) {

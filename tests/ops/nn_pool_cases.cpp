@@ -1,6 +1,9 @@
 // OpCases for max_pool2d, avg_pool2d, adaptive_avg_pool2d and their backward ops, with
 // plain-loop references that enumerate each window's taps.
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "harness.h"
 #include "kiln/ops/pool.h"
@@ -171,6 +174,35 @@ std::vector<OpCase> cases() {
     c.gradcheck = false;
     c.output_dtype = kInt64;
     out.push_back(c);
+  }
+  // Windows that tile the input take their own row loops (2x2 in AVX-512 where the CPU has
+  // it): rows shorter than a vector, rows of several vectors with a tail, odd sizes whose
+  // last row and column no window reads, ties between integer inputs (first maximum wins).
+  for (auto [label, kernel, runs] :
+       std::vector<std::tuple<std::string, int64_t, std::vector<std::vector<Input>>>>{
+           {"tiled_2x2", 2,
+            {{{{1, 2, 4, 6}}}, {{{2, 3, 7, 9}}}, {{{1, 2, 6, 70}}}, {{{2, 4, 8, 34}, Gen::Int}}}},
+           {"tiled_3x3", 3, {{{{1, 2, 9, 10}}}, {{{2, 3, 6, 13}, Gen::Int}}}}}) {
+    Window w{{kernel, kernel}, {kernel, kernel}, {0, 0}};
+    OpCase c;
+    c.op = "max_pool2d";
+    c.label = "indices_" + label;
+    c.runs = runs;
+    c.fn = [=](const std::vector<Tensor>& in) {
+      return F::max_pool2d_with_indices(in[0], w.kernel, w.stride, w.padding).second;
+    };
+    c.ref = [=](const std::vector<Ref>& r) {
+      Ref v;
+      std::vector<int64_t> idx;
+      max_ref(r[0], w, &v, &idx);
+      return Ref{v.shape, std::vector<double>(idx.begin(), idx.end())};
+    };
+    c.gradcheck = false;
+    c.output_dtype = kInt64;
+    out.push_back(c);
+    // Values (and gradients) from the uniform runs: ties have no derivative.
+    std::erase_if(runs, [](const std::vector<Input>& run) { return run[0].gen == Gen::Int; });
+    out.push_back(max_case(label, w, runs));
   }
   {
     // max_pool2d_backward(grad, indices): indices come from pooling the second input.
