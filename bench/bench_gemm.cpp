@@ -1,4 +1,4 @@
-// sgemm benchmarks: kiln::matmul beside the libraries it could call, in the same run —
+// sgemm and conv2d benchmarks: kiln::matmul beside the libraries it could call, in the same run —
 // kiln's own packed GEMM (kiln/cpu_gemm/gemm.h, with B packed once or per call), OpenBLAS
 // (cblas_sgemm), Eigen's GEMM, and oneDNN's dnnl_sgemm when libdnnl-dev is installed
 // (measured only, to justify the choice; kiln never links it) — and the FMA peak the
@@ -10,7 +10,9 @@
 #include <string>
 
 #include "bench_util.h"
+#include "kiln/cpu_gemm/conv2d.h"
 #include "kiln/cpu_gemm/gemm.h"
+#include "kiln/nn/functional.h"
 
 #if defined(KILN_BENCH_HAVE_DNNL)
 #include <oneapi/dnnl/dnnl.h>
@@ -260,6 +262,105 @@ void BM_Sgemm_OneDNN(benchmark::State& state) {
 }
 BENCHMARK(BM_Sgemm_OneDNN)->Apply(grid);
 #endif
+
+// ---- 3x3 convolutions (padding 1): BatchNormCNN's two layers at batch 64 and a
+// ResNet-sized layer at batch 1, stride 1 and 2. Args: batch, in and out channels, size,
+// stride, threads.
+void conv_grid(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "cin", "cout", "hw", "s", "threads"});
+  for (int threads : {1, 2}) {
+    b->Args({64, 1, 32, 28, 1, threads});
+    b->Args({64, 32, 64, 14, 1, threads});
+    b->Args({1, 64, 64, 56, 1, threads});
+    b->Args({1, 64, 128, 56, 2, threads});
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+cpu::gemm::Conv2dShape conv_shape(const benchmark::State& state) {
+  const int64_t hw = state.range(3), stride = state.range(4), out = (hw + 2 - 3) / stride + 1;
+  return {.batch = state.range(0), .channels = state.range(1), .height = hw, .width = hw,
+          .out_channels = state.range(2), .kernel_h = 3, .kernel_w = 3, .stride_h = stride,
+          .stride_w = stride, .pad_h = 1, .pad_w = 1, .out_h = out, .out_w = out};
+}
+
+void set_conv_flops(benchmark::State& state, const cpu::gemm::Conv2dShape& s) {
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(s.batch * s.out_channels * s.depth() * s.out_h * s.out_w),
+      benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// kiln's direct convolution with its weights packed once (a frozen graph).
+void BM_Conv_KilnDirectPrepacked(benchmark::State& state) {
+  const cpu::gemm::Conv2dShape s = conv_shape(state);
+  ThreadsScope threads(static_cast<int>(state.range(5)));
+  HostBuffer x(s.batch * s.channels * s.height * s.width), w(s.out_channels * s.depth()),
+      y(s.batch * s.out_channels * s.out_h * s.out_w);
+  fill(x.data(), x.size(), 1);
+  fill(w.data(), w.size(), 2);
+  if (!cpu::gemm::has_direct_conv()) {
+    state.SkipWithError("no direct-convolution micro-kernel for this CPU");
+    return;
+  }
+  cpu::gemm::PackedConvWeights packed(s, w.data());
+  for (auto _ : state) {
+    cpu::gemm::conv2d(x.data(), packed, nullptr, y.data());
+    benchmark::ClobberMemory();
+  }
+  set_conv_flops(state, s);
+}
+BENCHMARK(BM_Conv_KilnDirectPrepacked)->Apply(conv_grid);
+
+// The eager op: kiln::nn::functional::conv2d, packing its weights every call.
+void BM_Conv_KilnOp(benchmark::State& state) {
+  const cpu::gemm::Conv2dShape s = conv_shape(state);
+  ThreadsScope threads(static_cast<int>(state.range(5)));
+  Tensor x = filled({s.batch, s.channels, s.height, s.width}, 1);
+  Tensor w = filled({s.out_channels, s.channels, 3, 3}, 2);
+  const int64_t stride = s.stride_h;
+  benchmark::DoNotOptimize(nn::functional::conv2d(x, w, Tensor(), {stride}, {1}));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(nn::functional::conv2d(x, w, Tensor(), {stride}, {1}));
+  set_conv_flops(state, s);
+}
+BENCHMARK(BM_Conv_KilnOp)->Apply(conv_grid);
+
+// The classic baseline kiln used before: per image, im2col into a [cin * 9, pixels] matrix
+// and one cblas_sgemm (OpenBLAS single-threaded, images split across kiln's threads).
+void BM_Conv_Im2colOpenBLAS(benchmark::State& state) {
+  const cpu::gemm::Conv2dShape s = conv_shape(state);
+  ThreadsScope threads(static_cast<int>(state.range(5)));
+  const int64_t P = s.out_h * s.out_w, K = s.depth(), H = s.height, W = s.width;
+  HostBuffer x(s.batch * s.channels * H * W), w(s.out_channels * K),
+      y(s.batch * s.out_channels * P);
+  fill(x.data(), x.size(), 1);
+  fill(w.data(), w.size(), 2);
+  openblas_set_num_threads(1);
+  for (auto _ : state) {
+    parallel_for(0, s.batch, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<float> col(static_cast<size_t>(K * P));
+      for (int64_t n = lo; n < hi; ++n) {
+        const float* img = x.data() + n * s.channels * H * W;
+        for (int64_t c = 0; c < s.channels; ++c)
+          for (int64_t ki = 0; ki < 3; ++ki)
+            for (int64_t kj = 0; kj < 3; ++kj) {
+              float* row = col.data() + ((c * 3 + ki) * 3 + kj) * P;
+              for (int64_t oh = 0; oh < s.out_h; ++oh)
+                for (int64_t ow = 0; ow < s.out_w; ++ow) {
+                  const int64_t ih = oh * s.stride_h - 1 + ki, iw = ow * s.stride_w - 1 + kj;
+                  row[oh * s.out_w + ow] =
+                      ih >= 0 && ih < H && iw >= 0 && iw < W ? img[(c * H + ih) * W + iw] : 0.0f;
+                }
+            }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.out_channels, P, K, 1.0f,
+                    w.data(), K, col.data(), P, 0.0f, y.data() + n * s.out_channels * P, P);
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  set_conv_flops(state, s);
+}
+BENCHMARK(BM_Conv_Im2colOpenBLAS)->Apply(conv_grid);
 
 }  // namespace
 }  // namespace kiln::bench

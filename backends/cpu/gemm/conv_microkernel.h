@@ -1,0 +1,33 @@
+// The direct-convolution micro-kernel interface: one instruction set's register-blocked
+// product of up to `mr` output pixels by one packed panel of `nr` output channels. The
+// input is never copied into im2col columns: every pixel has a pointer to its window's
+// first input element and every step of the depth (input channel, kernel row, kernel
+// column) one offset from it, the same for all pixels, so each step loads the panel's
+// row of weights once and broadcasts one input value per pixel.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::cpu::gemm {
+
+struct ConvMicroKernel {
+  const char* isa;  // the GEMM micro-kernel family it belongs to: "avx512", "avx2"
+  int mr;           // output pixels per call, at most
+  int nr;           // output channels of a packed panel
+  // c[i * ldc + j] = sum_k pixels[i][offsets[k]] * panel[k * nr + j] for i < rows (<= mr),
+  // j < nr. All mr entries of `pixels` must be readable (the caller repeats its last pixel
+  // in a short strip); only the first `rows` rows of c are stored.
+  void (*run)(int64_t rows, const float* const* pixels, const int64_t* offsets, int64_t depth,
+              const float* panel, float* c, int64_t ldc);
+  // The transposed write of a [pixels x width] tile into NCHW rows, with the bias:
+  // dst[j * ld + i] = tile[i * width + j] (+ bias[j] when not null), i < pixels, j < channels.
+  // Gathers down the tile's columns: the scalar loop cost half as much as the products.
+  void (*store)(int64_t pixels, int64_t channels, const float* tile, int64_t width,
+                const float* bias, float* dst, int64_t ld);
+};
+
+// Each family's kernels, widest panel first; null-terminated.
+extern const ConvMicroKernel* const kAvx512ConvKernels[];
+extern const ConvMicroKernel* const kAvx2ConvKernels[];
+
+}  // namespace kiln::cpu::gemm

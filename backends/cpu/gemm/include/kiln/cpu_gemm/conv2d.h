@@ -1,0 +1,57 @@
+// kiln's direct float32 2-D convolution (NCHW) for the instruction sets that have
+// micro-kernels for it (AVX-512, AVX2 + FMA). No im2col matrix is built: the input is
+// zero-padded once, every output pixel points at its window in the padded planes, and the
+// micro-kernel steps through (input channel, kernel row, kernel column) by one offset
+// shared by all pixels while broadcasting one input value per pixel against a packed row
+// of output-channel weights (conv_microkernel.h). Any stride, padding, dilation and group
+// count is served; the weights are packed once per PackedConvWeights, so a frozen graph or
+// an unchanged parameter pays for packing once.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace kiln::cpu::gemm {
+
+struct ConvMicroKernel;  // conv_microkernel.h
+
+struct Conv2dShape {
+  int64_t batch = 0, channels = 0, height = 0, width = 0;  // x [batch, channels, height, width]
+  int64_t out_channels = 0, groups = 1;                    // w [out_channels, channels / groups,
+  int64_t kernel_h = 1, kernel_w = 1;                      //    kernel_h, kernel_w]
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t out_h = 0, out_w = 0;  // out [batch, out_channels, out_h, out_w]
+
+  int64_t depth() const { return channels / groups * kernel_h * kernel_w; }
+  bool operator==(const Conv2dShape&) const = default;
+};
+
+// Whether the micro-kernel family `isa` ("avx512", "avx2"; empty: default_kernel()'s, which
+// KILN_GEMM_KERNEL can set) has direct-convolution kernels. "generic" has none: the caller
+// keeps its im2col path.
+bool has_direct_conv(std::string_view isa = {});
+
+// w [out_channels, channels / groups, kernel_h, kernel_w] as the micro-kernel reads it: per
+// group, panels of the kernel's width of output channels (zero-padded), each depth-major.
+class PackedConvWeights {
+ public:
+  PackedConvWeights(const Conv2dShape& shape, const float* w, std::string_view isa = {});
+
+  const Conv2dShape& shape() const { return shape_; }
+  const ConvMicroKernel& kernel() const { return *kernel_; }
+  int64_t panels() const { return panels_; }  // per group
+  const float* panel(int64_t group, int64_t panel) const;
+
+ private:
+  Conv2dShape shape_;
+  const ConvMicroKernel* kernel_ = nullptr;
+  int64_t panels_ = 0;
+  std::vector<float> data_;
+};
+
+// out = conv2d(x, w) (+ bias[out_channels] when not null), all contiguous, split across
+// kiln's threads by (image, group, block of output pixels). x must have w.shape().
+void conv2d(const float* x, const PackedConvWeights& w, const float* bias, float* out);
+
+}  // namespace kiln::cpu::gemm
