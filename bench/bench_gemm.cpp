@@ -302,9 +302,9 @@ void BM_Conv_KilnDirectPrepacked(benchmark::State& state) {
     state.SkipWithError("no direct-convolution micro-kernel for this CPU");
     return;
   }
-  cpu::gemm::PackedConvWeights packed(s, w.data());
+  cpu::gemm::PackedConvWeights packed(w.data(), s.out_channels, 1, s.channels, 3, 3);
   for (auto _ : state) {
-    cpu::gemm::conv2d(x.data(), packed, nullptr, y.data());
+    cpu::gemm::conv2d(s, x.data(), packed, nullptr, y.data());
     benchmark::ClobberMemory();
   }
   set_conv_flops(state, s);

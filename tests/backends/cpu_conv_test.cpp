@@ -5,6 +5,7 @@
 // two threads; and the eager conv2d op that uses it.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <string>
@@ -76,8 +77,9 @@ void check(const Conv2dShape& s, std::string_view isa, bool with_bias, int threa
   const float* b = with_bias ? bias.data() : nullptr;
   const int64_t size = s.batch * s.out_channels * s.out_h * s.out_w;
   std::vector<float> out(static_cast<size_t>(size + 16), -7.0f);  // 16 guard values after
-  PackedConvWeights packed(s, w.data(), isa);
-  conv2d(x.data(), packed, b, out.data());
+  PackedConvWeights packed(w.data(), s.out_channels, s.groups, s.channels / s.groups,
+                           s.kernel_h, s.kernel_w, isa);
+  conv2d(s, x.data(), packed, b, out.data());
   const std::vector<double> ref = naive(s, x, w, b);
   const double tol = 1e-5 * (1.0 + std::sqrt(double(s.depth())));
   for (int64_t i = 0; i < size; ++i) ASSERT_NEAR(out[i], ref[i], tol) << "element " << i;
@@ -123,10 +125,50 @@ TEST(CpuConv, EveryPanelWidth) {
       check(make_shape(2, 7, 8, 9, oc, 1, 3, 3, 1, 1, 1, 1), isa, true, 1);
 }
 
+// The epilogue sees every image exactly once, after it is final: it adds 1 to each element
+// of the images it is given, so an image missed, given twice or given early shows up.
+TEST(CpuConv, EpilogueSeesEachImageOnceWhenFinal) {
+  const std::vector<std::string> isas = families();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: no direct kernels";
+  for (const std::string& isa : isas)
+    for (int threads : {1, 2})
+      for (int64_t batch : {1, 2, 7, 33}) {
+        SCOPED_TRACE(::testing::Message() << isa << " batch=" << batch << " threads=" << threads);
+        ScopedThreads scope(threads);
+        const Conv2dShape s = make_shape(batch, 3, 12, 10, 20, 1, 3, 3, 1, 1, 1, 1);
+        const std::vector<float> x = random_values(batch * 3 * 12 * 10, 4);
+        const std::vector<float> w = random_values(20 * s.depth(), 5);
+        const int64_t per_image = s.out_channels * s.out_h * s.out_w;
+        std::vector<float> out(static_cast<size_t>(batch * per_image));
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(batch));
+        PackedConvWeights packed(w.data(), 20, 1, 3, 3, 3, isa);
+        conv2d(s, x.data(), packed, nullptr, out.data(), [&](int64_t n0, int64_t n1) {
+          for (int64_t n = n0; n < n1; ++n) {
+            seen[n].fetch_add(1);
+            for (int64_t i = 0; i < per_image; ++i) out[n * per_image + i] += 1.0f;
+          }
+        });
+        const std::vector<double> ref = naive(s, x, w, nullptr);
+        for (int64_t n = 0; n < batch; ++n) ASSERT_EQ(seen[n].load(), 1) << "image " << n;
+        for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i] + 1.0, 1e-4) << i;
+      }
+}
+
+TEST(CpuConv, MismatchedWeightsAreAnError) {
+  const std::vector<std::string> isas = families();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: no direct kernels";
+  const std::vector<float> w = random_values(8 * 3 * 9, 6);
+  PackedConvWeights packed(w.data(), 8, 1, 3, 3, 3, isas[0]);
+  const Conv2dShape s = make_shape(1, 4, 6, 6, 8, 1, 3, 3, 1, 1, 1, 1);  // 4 input channels
+  std::vector<float> x(4 * 36), out(8 * 36);
+  kiln::expect_error([&] { conv2d(s, x.data(), packed, nullptr, out.data()); },
+                     {"[conv2d]", "packed weights", "4 input channels", "Fix:"});
+}
+
 TEST(CpuConv, GenericFamilyHasNoDirectKernel) {
   EXPECT_FALSE(has_direct_conv("generic"));
   kiln::expect_error(
-      [] { PackedConvWeights(make_shape(1, 1, 3, 3, 1, 1, 1, 1, 1, 0, 0, 1), nullptr, "generic"); },
+      [] { PackedConvWeights(nullptr, 1, 1, 1, 1, 1, "generic"); },
       {"[conv2d]", "generic", "no direct-convolution kernels", "Fix:"});
 }
 

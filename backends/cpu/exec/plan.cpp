@@ -11,6 +11,7 @@
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/view.h"
 #include "kiln/thread_pool.h"
+#include "packed_conv.h"
 #include "packed_matmul.h"
 
 namespace kiln::cpu {
@@ -43,17 +44,17 @@ Tensor buffer_for(Tensor& buffer, const Shape& shape, DType dtype, bool reuse) {
   return Tensor::empty(shape, dtype);
 }
 
-// The graph's nodes in an order that puts each matmul right before the first node that reads
-// its product, where the nodes in between do not depend on it (they move before it, keeping
-// their order): an eval batch_norm's per-feature scale, computed from parameters between a
-// linear layer and the fusion group that reads its output, would otherwise keep the two
-// from running as one epilogue step. Only the matmul moves relative to nodes it does not
-// feed, so random draws and side effects keep their order.
+// The graph's nodes in an order that puts each matmul and conv2d right before the first node
+// that reads its result, where the nodes in between do not depend on it (they move before
+// it, keeping their order): an eval batch_norm's per-feature scale, computed from parameters
+// between a linear or convolution layer and the fusion group that reads its output, would
+// otherwise keep the two from running as one epilogue step. Only the matmul or conv2d moves
+// relative to nodes it does not feed, so random draws and side effects keep their order.
 std::vector<const ir::Node*> epilogue_order(const ir::Graph& graph) {
   std::vector<const ir::Node*> order;
   for (const auto& node : graph.nodes()) order.push_back(node.get());
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i]->op != &ops::matmul) continue;
+    if (order[i]->op != &ops::matmul && order[i]->op != &ops::conv2d) continue;
     std::unordered_set<const ir::Value*> dependent(order[i]->outputs.begin(),
                                                    order[i]->outputs.end());
     size_t reader = i + 1;
@@ -140,6 +141,8 @@ struct Plan::Step {
   int epilogue_distance = 0;
   // A matmul by a 2-D float32 weight: its packed copy of the weight, kept between calls.
   std::unique_ptr<PackedMatmul> packed;
+  // A conv2d by a float32 weight of the model's state: likewise (the direct convolution).
+  std::unique_ptr<PackedConv> packed_conv;
 };
 
 Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
@@ -147,13 +150,15 @@ Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
 int Plan::epilogue_distance(const std::vector<Step>& steps, size_t s,
                             const std::vector<int>& last_use) {
   const Step& mm = steps[s];
-  if (mm.node->op != &ops::matmul || !mm.reuse[0] || s + 1 >= steps.size()) return 0;
+  const bool conv = mm.node->op == &ops::conv2d && mm.packed_conv;
+  if ((mm.node->op != &ops::matmul && !conv) || !mm.reuse[0] || s + 1 >= steps.size()) return 0;
   // The value the group reads: the product, or a view of it in the group's shape.
   const int product = mm.outputs[0];
   int distance = 1;
   int read = product;
   const Step& after = steps[s + 1];
-  if (after.node->op == &ops::view && after.inputs[0] == product && s + 2 < steps.size()) {
+  if (!conv && after.node->op == &ops::view && after.inputs[0] == product &&
+      s + 2 < steps.size()) {
     distance = 2;
     read = after.outputs[0];
   }
@@ -170,10 +175,12 @@ bool Plan::is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_
   const ir::Type& product = mm.node->outputs[0]->type;
   if (product.shape.size() < 2 || !is_floating(product.dtype)) return false;
   // x [rows, ..., K] @ w [K, N]: blocks of x's leading dim make the same blocks of the
-  // product (a linear layer over a batch of sequences, too).
+  // product (a linear layer over a batch of sequences, too). conv2d: blocks of images.
   const ir::Value* x = mm.node->inputs[0];
   const ir::Value* w = mm.node->inputs[1];
-  if (!x || !w || w->type.shape.size() != 2 || x->type.shape.size() != product.shape.size())
+  const size_t weight_rank = mm.node->op == &ops::conv2d ? 4 : 2;
+  if (!x || !w || w->type.shape.size() != weight_rank ||
+      x->type.shape.size() != product.shape.size())
     return false;
   // The group iterates over what it reads (in the product's element order) and its first
   // iteration dim covers whole rows of the product, so a block of rows is a range of it.
@@ -260,6 +267,11 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
         node->inputs[1]->type.shape.size() == 2 &&
         node->inputs[1]->type.dtype == DType::Float32 && model_state[node->inputs[1]->id])
       step.packed = std::make_unique<PackedMatmul>();
+    if (node->op == &ops::conv2d && node->inputs.size() >= 2 && node->inputs[1] &&
+        node->inputs[1]->type.shape.size() == 4 &&
+        node->inputs[1]->type.dtype == DType::Float32 && model_state[node->inputs[1]->id] &&
+        !ir::attrs_hold_symbols(*node->attrs))
+      step.packed_conv = std::make_unique<PackedConv>();
     step.attrs = node->attrs->clone();
     step.reseed = node->op->reseed != nullptr;
     step.symbolic_attrs = ir::attrs_hold_symbols(*node->attrs);
@@ -371,6 +383,8 @@ void Plan::run_step(Step& step, const ir::SymbolValues& symbols) {
                      std::span<Tensor>(results.data(), results.size()), true);
   } else if (step.packed && run_packed_matmul(step, args[0], args[1], results[0], symbols)) {
     // the product is in results[0]
+  } else if (step.packed_conv && run_packed_conv(step, args, results[0], symbols, nullptr)) {
+    // the convolution is in results[0]
   } else {
     const OpDef& op = *step.node->op;
     if (step.symbolic_attrs) {
@@ -445,13 +459,15 @@ int Plan::epilogues() const {
 }
 
 int Plan::packed_weights() const {
-  return static_cast<int>(
-      std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.packed != nullptr; }));
+  return static_cast<int>(std::count_if(steps_.begin(), steps_.end(), [](const Step& s) {
+    return s.packed != nullptr || s.packed_conv != nullptr;
+  }));
 }
 
 int64_t Plan::weight_packs() const {
   int64_t packs = 0;
-  for (const Step& s : steps_) packs += s.packed ? s.packed->packs() : 0;
+  for (const Step& s : steps_)
+    packs += (s.packed ? s.packed->packs() : 0) + (s.packed_conv ? s.packed_conv->packs() : 0);
   return packs;
 }
 
@@ -466,7 +482,21 @@ bool Plan::run_packed_matmul(Step& mm, const Tensor& x, const Tensor& w, Tensor&
   return true;
 }
 
+bool Plan::run_packed_conv(Step& conv, std::span<const Tensor> args, Tensor& out,
+                           const ir::SymbolValues& symbols, const gemm::ImageEpilogue& epilogue) {
+  Shape shape;
+  for (int64_t s : conv.node->outputs[0]->type.shape) shape.push_back(ir::substitute_size(s, symbols));
+  Tensor result = buffer_for(out, shape, DType::Float32, conv.reuse[0]);
+  const Tensor bias = args.size() > 2 ? args[2] : Tensor();
+  const auto& attrs = static_cast<const ops::Conv2dAttrs&>(*conv.attrs);
+  if (!PackedConv::applies(args[0], args[1], bias, result, attrs)) return false;
+  conv.packed_conv->run(args[0], args[1], bias, result, attrs, epilogue);
+  out = std::move(result);
+  return true;
+}
+
 bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols) {
+  if (mm.packed_conv) return run_conv_with_epilogue(mm, epilogue, symbols);
   Tensor a = slots_[mm.inputs[0]], b = slots_[mm.inputs[1]];
   Tensor product = shared_tensors_[mm.outputs[0]];
   const int64_t rows = product.size(0);
@@ -535,6 +565,32 @@ bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& s
     parallel_for_fast(0, launch.dims[0], grain, [&](int64_t b0, int64_t b1) { launch.run(b0, b1); });
   }
   keep_results();
+  return true;
+}
+
+bool Plan::run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolValues& symbols) {
+  SmallVector<Tensor, 3> args;
+  for (int id : conv.inputs) args.push_back(id >= 0 ? slots_[id] : Tensor());
+  Tensor out = shared_tensors_[conv.outputs[0]];
+  const Tensor bias = args.size() > 2 ? args[2] : Tensor();
+  if (!PackedConv::applies(args[0], args[1], bias, out,
+                           static_cast<const ops::Conv2dAttrs&>(*conv.attrs)))
+    return false;  // the two steps run one by one
+  slots_[conv.outputs[0]] = out;
+  SmallVector<Tensor, 8> operands;
+  for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
+  SmallVector<Tensor, 2> results(epilogue.outputs.size());
+  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
+    results[k] = epilogue.reuse[k] ? shared_tensors_[epilogue.outputs[k]] : Tensor();
+  FusedLaunch launch = prepare_fused_kernel(
+      *epilogue.fused, *epilogue.node, TensorSpan(operands.data(), operands.size()), symbols,
+      std::span<Tensor>(results.data(), results.size()), true);
+  // Iteration dim 0 is the images, or the images and channels merged.
+  const int64_t per_image = launch.dims[0] / out.size(0);
+  run_packed_conv(conv, std::span<const Tensor>(args.data(), args.size()), out, symbols,
+                  [&](int64_t n0, int64_t n1) { launch.run(n0 * per_image, n1 * per_image); });
+  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
+    slots_[epilogue.outputs[k]] = std::move(results[k]);
   return true;
 }
 

@@ -70,82 +70,159 @@ const float* padded_input(const Conv2dShape& s, const float* x, Tensor& storage)
 
 }  // namespace
 
+Conv2dShape conv2d_shape(IntList x, IntList w, IntList out, IntList stride, IntList padding,
+                         IntList dilation, int64_t groups) {
+  return {.batch = x[0], .channels = x[1], .height = x[2], .width = x[3],
+          .out_channels = w[0], .groups = groups, .kernel_h = w[2], .kernel_w = w[3],
+          .stride_h = stride[0], .stride_w = stride[1], .pad_h = padding[0],
+          .pad_w = padding[1], .dilation_h = dilation[0], .dilation_w = dilation[1],
+          .out_h = out[2], .out_w = out[3]};
+}
+
 bool has_direct_conv(std::string_view isa) {
   return family(isa) != nullptr;
 }
 
-PackedConvWeights::PackedConvWeights(const Conv2dShape& shape, const float* w,
-                                     std::string_view isa)
-    : shape_(shape) {
-  const int64_t groups = shape.groups, oc_per_group = shape.out_channels / groups;
-  const int64_t depth = shape.depth();
+PackedConvWeights::PackedConvWeights(const float* w, int64_t out_channels, int64_t groups,
+                                     int64_t channels_per_group, int64_t kernel_h,
+                                     int64_t kernel_w, std::string_view isa)
+    : out_channels_(out_channels),
+      groups_(groups),
+      channels_per_group_(channels_per_group),
+      kernel_h_(kernel_h),
+      kernel_w_(kernel_w) {
+  const int64_t oc_per_group = out_channels / groups, k = depth();
   kernel_ = &kernel_for(isa, oc_per_group);
   const int64_t nr = kernel_->nr;
   panels_ = ceil_div(oc_per_group, nr);
-  data_.assign(static_cast<size_t>(groups * panels_ * depth * nr), 0.0f);
+  data_.assign(static_cast<size_t>(groups * panels_ * k * nr), 0.0f);
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t oc = 0; oc < oc_per_group; ++oc) {
-      const float* src = w + (g * oc_per_group + oc) * depth;
-      float* dst = data_.data() + ((g * panels_ + oc / nr) * depth) * nr + oc % nr;
-      for (int64_t k = 0; k < depth; ++k) dst[k * nr] = src[k];
+      const float* src = w + (g * oc_per_group + oc) * k;
+      float* dst = data_.data() + ((g * panels_ + oc / nr) * k) * nr + oc % nr;
+      for (int64_t i = 0; i < k; ++i) dst[i * nr] = src[i];
     }
 }
 
-const float* PackedConvWeights::panel(int64_t group, int64_t panel) const {
-  return data_.data() + (group * panels_ + panel) * shape_.depth() * kernel_->nr;
+bool PackedConvWeights::fits(const Conv2dShape& s) const {
+  return s.out_channels == out_channels_ && s.groups == groups_ &&
+         s.channels == channels_per_group_ * groups_ && s.kernel_h == kernel_h_ &&
+         s.kernel_w == kernel_w_;
 }
 
-void conv2d(const float* x, const PackedConvWeights& w, const float* bias, float* out) {
-  const Conv2dShape& s = w.shape();
-  const ConvMicroKernel& kernel = w.kernel();
-  const int64_t G = s.groups, Cg = s.channels / G, OCg = s.out_channels / G;
-  const int64_t P = s.out_h * s.out_w, depth = s.depth();
-  if (s.batch == 0 || P == 0 || s.out_channels == 0) return;
-  const int64_t Hp = s.height + 2 * s.pad_h, Wp = s.width + 2 * s.pad_w;
+const float* PackedConvWeights::panel(int64_t group, int64_t panel) const {
+  return data_.data() + (group * panels_ + panel) * depth() * kernel_->nr;
+}
+
+namespace {
+
+// One call's fixed facts: the padded input, the depth offsets, the pixel blocks.
+struct ConvRun {
+  const Conv2dShape& s;
+  const PackedConvWeights& w;
+  const float* bias;
+  float* out;
+  const float* xp = nullptr;  // x, zero-padded when the convolution pads
+  int64_t Hp, Wp, P, block = 0, blocks = 0;
+  std::vector<int64_t> offsets;  // depth step k = (c, ki, kj): its distance from the corner
   Tensor padding_storage;
-  const float* xp = padded_input(s, x, padding_storage);
 
-  // Depth step k = (c, ki, kj) reads the padded input this far from the window's corner.
-  std::vector<int64_t> offsets(static_cast<size_t>(depth));
-  for (int64_t c = 0, k = 0; c < Cg; ++c)
-    for (int64_t ki = 0; ki < s.kernel_h; ++ki)
-      for (int64_t kj = 0; kj < s.kernel_w; ++kj)
-        offsets[k++] = c * Hp * Wp + ki * s.dilation_h * Wp + kj * s.dilation_w;
+  ConvRun(const Conv2dShape& shape, const float* x, const PackedConvWeights& weights,
+          const float* b, float* o, int64_t images_at_once)
+      : s(shape),
+        w(weights),
+        bias(b),
+        out(o),
+        Hp(shape.height + 2 * shape.pad_h),
+        Wp(shape.width + 2 * shape.pad_w),
+        P(shape.out_h * shape.out_w) {
+    xp = padded_input(s, x, padding_storage);
+    const int64_t Cg = s.channels / s.groups;
+    offsets.resize(static_cast<size_t>(w.depth()));
+    for (int64_t c = 0, k = 0; c < Cg; ++c)
+      for (int64_t ki = 0; ki < s.kernel_h; ++ki)
+        for (int64_t kj = 0; kj < s.kernel_w; ++kj)
+          offsets[k++] = c * Hp * Wp + ki * s.dilation_h * Wp + kj * s.dilation_w;
+    // Enough tasks for every thread (twice over) among the images computed together, in
+    // whole strips, at most kMaxBlock pixels each.
+    const int64_t mr = w.kernel().mr, images = images_at_once * s.groups;
+    blocks = std::clamp<int64_t>(ceil_div(2 * num_threads(), images), 1, ceil_div(P, mr));
+    blocks = std::max(blocks, ceil_div(P, kMaxBlock));
+    block = ceil_div(ceil_div(P, blocks), mr) * mr;
+    blocks = ceil_div(P, block);
+  }
 
-  // Enough tasks for every thread (twice over), in whole strips, at most kMaxBlock pixels.
-  const int64_t mr = kernel.mr, nr = kernel.nr, panels = w.panels(), width = panels * nr;
-  const int64_t images = s.batch * G;
-  int64_t blocks = std::clamp<int64_t>(ceil_div(2 * num_threads(), images), 1, ceil_div(P, mr));
-  blocks = std::max(blocks, ceil_div(P, kMaxBlock));
-  const int64_t block = ceil_div(ceil_div(P, blocks), mr) * mr;
-  blocks = ceil_div(P, block);
-
-  parallel_for(0, images * blocks, 1, [&](int64_t lo, int64_t hi) {
-    thread_local std::vector<float> tile;
-    tile.resize(static_cast<size_t>(block * width));
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t image = t / blocks, n = image / G, g = image % G;
-      const int64_t p0 = (t % blocks) * block, p1 = std::min(P, p0 + block);
-      const float* plane = xp + (n * s.channels + g * Cg) * Hp * Wp;
-      for (int64_t panel = 0; panel < panels; ++panel) {
-        const float* weights = w.panel(g, panel);
-        // The window corner of output pixel p0, stepped along without divisions (a strip's
-        // eight divisions cost more than its products when the depth is 9).
-        int64_t oh = p0 / s.out_w, ow = p0 % s.out_w;
-        for (int64_t p = p0; p < p1; p += mr) {
-          const int64_t rows = std::min(mr, p1 - p);
-          const float* pixels[kMaxRows];
-          for (int64_t i = 0; i < rows; ++i) {
-            pixels[i] = plane + oh * s.stride_h * Wp + ow * s.stride_w;
-            if (++ow == s.out_w) ow = 0, ++oh;
+  // Images [n0, n1): (image, group, pixel block) tasks across kiln's threads (in line when
+  // called from inside a parallel_for).
+  void images(int64_t n0, int64_t n1) const {
+    const ConvMicroKernel& kernel = w.kernel();
+    const int64_t G = s.groups, Cg = s.channels / G, OCg = s.out_channels / G;
+    const int64_t mr = kernel.mr, nr = kernel.nr, panels = w.panels(), width = panels * nr;
+    parallel_for(n0 * G * blocks, n1 * G * blocks, 1, [&](int64_t lo, int64_t hi) {
+      thread_local std::vector<float> tile;
+      tile.resize(static_cast<size_t>(block * width));
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t image = t / blocks, n = image / G, g = image % G;
+        const int64_t p0 = (t % blocks) * block, p1 = std::min(P, p0 + block);
+        const float* plane = xp + (n * s.channels + g * Cg) * Hp * Wp;
+        for (int64_t panel = 0; panel < panels; ++panel) {
+          const float* weights = w.panel(g, panel);
+          // The window corner of output pixel p0, stepped along without divisions (a
+          // strip's eight divisions cost more than its products when the depth is 9).
+          int64_t oh = p0 / s.out_w, ow = p0 % s.out_w;
+          for (int64_t p = p0; p < p1; p += mr) {
+            const int64_t rows = std::min(mr, p1 - p);
+            const float* pixels[kMaxRows];
+            for (int64_t i = 0; i < rows; ++i) {
+              pixels[i] = plane + oh * s.stride_h * Wp + ow * s.stride_w;
+              if (++ow == s.out_w) ow = 0, ++oh;
+            }
+            for (int64_t i = rows; i < mr; ++i) pixels[i] = pixels[rows - 1];
+            kernel.run(rows, pixels, offsets.data(), w.depth(), weights,
+                       tile.data() + (p - p0) * width + panel * nr, width);
           }
-          for (int64_t i = rows; i < mr; ++i) pixels[i] = pixels[rows - 1];
-          kernel.run(rows, pixels, offsets.data(), depth, weights,
-                     tile.data() + (p - p0) * width + panel * nr, width);
         }
+        kernel.store(p1 - p0, OCg, tile.data(), width, bias ? bias + g * OCg : nullptr,
+                     out + (n * s.out_channels + g * OCg) * P + p0, P);
       }
-      kernel.store(p1 - p0, OCg, tile.data(), width, bias ? bias + g * OCg : nullptr,
-                   out + (n * s.out_channels + g * OCg) * P + p0, P);
+    });
+  }
+};
+
+// An epilogue reads a block of images right after it is written: blocks of about this many
+// output bytes stay in L2.
+constexpr int64_t kEpilogueBlockBytes = 256 * 1024;
+
+}  // namespace
+
+void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w, const float* bias,
+            float* out, const ImageEpilogue& epilogue) {
+  KILN_CHECK(w.fits(s), "[conv2d] the packed weights are not those of this convolution (",
+             s.out_channels, " output channels, ", s.channels, " input channels in ", s.groups,
+             " groups, kernel ", s.kernel_h, "x", s.kernel_w,
+             "). Fix: pack the weights for this shape.");
+  const int64_t P = s.out_h * s.out_w;
+  if (s.batch == 0) return;
+  if (P == 0 || s.out_channels == 0) {
+    if (epilogue) epilogue(0, s.batch);
+    return;
+  }
+  const int64_t threads = num_threads();
+  if (!epilogue || s.batch < 2) {
+    ConvRun(s, x, w, bias, out, s.batch).images(0, s.batch);
+    if (epilogue) epilogue(0, s.batch);
+    return;
+  }
+  // Whole images per task, each task's epilogue right after its images.
+  const int64_t image_bytes = s.out_channels * P * static_cast<int64_t>(sizeof(float));
+  const int64_t per_block = std::clamp<int64_t>(kEpilogueBlockBytes / image_bytes, 1,
+                                                ceil_div(s.batch, threads));
+  const ConvRun run(s, x, w, bias, out, per_block);
+  parallel_for(0, ceil_div(s.batch, per_block), 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * per_block, n1 = std::min(s.batch, n0 + per_block);
+      run.images(n0, n1);
+      epilogue(n0, n1);
     }
   });
 }

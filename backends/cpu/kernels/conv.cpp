@@ -235,22 +235,17 @@ void conv2d_weight_grad(const Tensor& grad, const Tensor& x, const Tensor& gw, c
   }
 }
 
-gemm::Conv2dShape direct_shape(const ConvGeom& g) {
-  return {.batch = g.N, .channels = g.C, .height = g.H, .width = g.W, .out_channels = g.OC,
-          .groups = g.G, .kernel_h = g.kh, .kernel_w = g.kw, .stride_h = g.sh,
-          .stride_w = g.sw, .pad_h = g.ph, .pad_w = g.pw, .dilation_h = g.dh,
-          .dilation_w = g.dw, .out_h = g.OH, .out_w = g.OW};
-}
-
 void conv2d_kernel(KernelCall& c) {
   const auto& a = static_cast<const ops::Conv2dAttrs&>(c.attrs);
   const Tensor x = nn::dense(c.inputs[0]), w = nn::dense(c.inputs[1]);
   ConvGeom g(x.sizes(), w.sizes(), a.stride, a.padding, a.dilation, a.groups);
   if (x.dtype() == kFloat32 && gemm::has_direct_conv() && !g.pointwise) {
     const Tensor bias = c.inputs[2].defined() ? nn::dense(c.inputs[2]) : Tensor();
-    gemm::PackedConvWeights packed(direct_shape(g), nn::cdata<float>(w));
-    gemm::conv2d(nn::cdata<float>(x), packed, bias.defined() ? nn::cdata<float>(bias) : nullptr,
-                 nn::mdata<float>(c.outputs[0]));
+    gemm::PackedConvWeights packed(nn::cdata<float>(w), g.OC, g.G, g.Cg, g.kh, g.kw);
+    const gemm::Conv2dShape shape = gemm::conv2d_shape(x.sizes(), w.sizes(), c.outputs[0].sizes(),
+                                                       a.stride, a.padding, a.dilation, a.groups);
+    gemm::conv2d(shape, nn::cdata<float>(x), packed,
+                 bias.defined() ? nn::cdata<float>(bias) : nullptr, nn::mdata<float>(c.outputs[0]));
     return;
   }
   visit_floating_dtype(x.dtype(), "conv2d", [&](auto tag) {

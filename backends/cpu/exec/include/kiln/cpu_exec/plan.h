@@ -69,12 +69,13 @@ class Plan {
   // without symbolic sizes).
   const MemoryPlan& memory() const { return memory_; }
   bool symbolic_sizes() const { return !symbol_sources_.empty(); }
-  // Matmuls whose epilogue (the fusion group reading their product) runs block by block
-  // with them.
+  // Matmuls and convolutions whose epilogue (the fusion group reading their result) runs
+  // block by block with them.
   int epilogues() const;
-  // Matmuls by a weight of the model's state that run through kiln's packed GEMM, their
-  // weight packed once and again only when it changes (in the shape classes where that
-  // measured faster: PackedMatmul::applies), and the times a weight was packed so far.
+  // Matmuls by a weight of the model's state that run through kiln's packed GEMM (in the
+  // shape classes where that measured faster: PackedMatmul::applies) and convolutions that
+  // run through the direct convolution (PackedConv::applies), their weight packed once and
+  // again only when it changes, and the times a weight was packed so far.
   int packed_weights() const;
   int64_t weight_packs() const;
 
@@ -93,10 +94,10 @@ class Plan {
   };
   // Assigns the shared values' buffers for these sizes and makes their tensors.
   void plan_buffers(const ir::SymbolValues& symbols);
-  // Whether steps[s] is a matmul of x [rows, ..., K] by a 2-D weight whose product only a
-  // fusion group iterating over the product's rows first reads (an epilogue): 1 when that
-  // group is the next step, 2 when the next step is a view of the product in the group's
-  // shape, 0 when there is no epilogue.
+  // Whether steps[s] is a matmul of x [rows, ..., K] by a 2-D weight, or a conv2d through
+  // the direct convolution, whose result only a fusion group iterating over its rows
+  // (images) first reads (an epilogue): 1 when that group is the next step, 2 when the next
+  // step is a view of a matmul's product in the group's shape, 0 when there is no epilogue.
   static int epilogue_distance(const std::vector<Step>& steps, size_t s,
                                const std::vector<int>& last_use);
   // Whether `next`, a fusion group, can run as `mm`'s epilogue, reading its product as
@@ -119,6 +120,15 @@ class Plan {
   // tensor); false, with nothing run, when PackedMatmul does not apply to these operands.
   bool run_packed_matmul(Step& mm, const Tensor& x, const Tensor& w, Tensor& out,
                          const ir::SymbolValues& symbols);
+  // A conv2d step through the direct convolution and its packed weight, into `out`, with
+  // `epilogue` (may be null) on blocks of images as they complete; false, with nothing
+  // run, when PackedConv does not apply to these operands.
+  bool run_packed_conv(Step& conv, std::span<const Tensor> args, Tensor& out,
+                       const ir::SymbolValues& symbols,
+                       const std::function<void(int64_t, int64_t)>& epilogue);
+  // run_with_epilogue for a conv2d: its fusion group runs on blocks of images as the
+  // direct convolution completes them.
+  bool run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolValues& symbols);
 
   std::vector<Tensor> slots_;   // by value id: this call's tensors
   std::vector<int> transient_;  // value ids cleared after each call (inputs, results, views)

@@ -9,8 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
+
+#include "kiln/shape.h"
 
 namespace kiln::cpu::gemm {
 
@@ -27,31 +30,48 @@ struct Conv2dShape {
   bool operator==(const Conv2dShape&) const = default;
 };
 
+// The shape of conv2d(x [N, C, H, W], w [OC, C / groups, kh, kw]) -> out [N, OC, OH, OW]
+// with (height, width) pairs of stride, padding and dilation.
+Conv2dShape conv2d_shape(IntList x, IntList w, IntList out, IntList stride, IntList padding,
+                         IntList dilation, int64_t groups);
+
 // Whether the micro-kernel family `isa` ("avx512", "avx2"; empty: default_kernel()'s, which
 // KILN_GEMM_KERNEL can set) has direct-convolution kernels. "generic" has none: the caller
 // keeps its im2col path.
 bool has_direct_conv(std::string_view isa = {});
 
-// w [out_channels, channels / groups, kernel_h, kernel_w] as the micro-kernel reads it: per
-// group, panels of the kernel's width of output channels (zero-padded), each depth-major.
+// w [out_channels, channels_per_group, kernel_h, kernel_w] (contiguous) as the micro-kernel
+// reads it: per group, panels of the kernel's width of output channels (zero-padded), each
+// depth-major. It serves every input size and batch.
 class PackedConvWeights {
  public:
-  PackedConvWeights(const Conv2dShape& shape, const float* w, std::string_view isa = {});
+  PackedConvWeights(const float* w, int64_t out_channels, int64_t groups,
+                    int64_t channels_per_group, int64_t kernel_h, int64_t kernel_w,
+                    std::string_view isa = {});
 
-  const Conv2dShape& shape() const { return shape_; }
+  // Whether these are the weights of a convolution of shape `s`.
+  bool fits(const Conv2dShape& s) const;
   const ConvMicroKernel& kernel() const { return *kernel_; }
+  int64_t depth() const { return channels_per_group_ * kernel_h_ * kernel_w_; }
   int64_t panels() const { return panels_; }  // per group
   const float* panel(int64_t group, int64_t panel) const;
 
  private:
-  Conv2dShape shape_;
+  int64_t out_channels_, groups_, channels_per_group_, kernel_h_, kernel_w_;
   const ConvMicroKernel* kernel_ = nullptr;
   int64_t panels_ = 0;
   std::vector<float> data_;
 };
 
+// Called with [image_begin, image_end) once those images of the output are final; calls
+// for disjoint ranges may run concurrently on different threads.
+using ImageEpilogue = std::function<void(int64_t image_begin, int64_t image_end)>;
+
 // out = conv2d(x, w) (+ bias[out_channels] when not null), all contiguous, split across
-// kiln's threads by (image, group, block of output pixels). x must have w.shape().
-void conv2d(const float* x, const PackedConvWeights& w, const float* bias, float* out);
+// kiln's threads by (image, group, block of output pixels). `epilogue`, when given, is
+// called on every image exactly once after it is final: on blocks of a few images while
+// they are still in cache, when the batch has more than one.
+void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w, const float* bias,
+            float* out, const ImageEpilogue& epilogue = nullptr);
 
 }  // namespace kiln::cpu::gemm
