@@ -270,6 +270,7 @@ void conv_grid(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "cin", "cout", "hw", "s", "threads"});
   for (int threads : {1, 2}) {
     b->Args({64, 1, 32, 28, 1, threads});
+    b->Args({8, 3, 32, 64, 1, threads});  // an RGB stem: depth 27, the shallow kernel's limit
     b->Args({64, 32, 64, 14, 1, threads});
     b->Args({1, 64, 64, 56, 1, threads});
     b->Args({1, 64, 128, 56, 2, threads});

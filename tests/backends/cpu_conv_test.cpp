@@ -107,6 +107,7 @@ TEST(CpuConv, EveryKernelMatchesNaiveConvolution) {
       make_shape(1, 3, 7, 7, 17, 1, 7, 7, 3, 3, 3, 1),     // a 7x7 stem with stride 3
       make_shape(1, 16, 40, 40, 33, 1, 1, 3, 1, 0, 1, 1),  // 1x3, 1600 pixels (4 blocks)
       make_shape(1, 2, 6, 6, 5, 1, 2, 2, 2, 0, 0, 1),      // 2x2 stride 2, 9 pixels
+      make_shape(1, 64, 6, 6, 20, 1, 3, 3, 1, 1, 1, 1),    // depth 576: blocks of the depth
   };
   const std::vector<std::string> isas = families();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: no direct kernels";

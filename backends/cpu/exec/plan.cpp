@@ -133,6 +133,7 @@ struct Plan::Step {
   bool symbolic_types = false;       // output shapes hold symbols
   std::vector<int> inputs, outputs;  // value ids; -1 for an absent input
   std::vector<bool> reuse;           // by output: its buffer may be reused next call
+  std::vector<bool> skip;            // by output: optional and read by nothing: not computed
   TensorTypes types;                 // output types (symbols substituted per call)
   // A matmul whose product only a fusion group over the product's rows reads: the two run
   // together, block of rows by block of rows (run_with_epilogue). 1: the group is the next
@@ -318,11 +319,22 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
     plan->steps_[s].epilogue_distance = distance;
     if (distance) epilogue_of[s + static_cast<size_t>(distance)] = static_cast<int>(s);
   }
+  // Outputs the kernel may leave out (OpDef::optional_outputs) that nothing reads get no
+  // buffer and reach the kernel undefined.
+  for (size_t s = 0; s < steps.size(); ++s) {
+    Step& step = plan->steps_[s];
+    step.skip.assign(step.outputs.size(), false);
+    for (size_t k = 0; k < step.outputs.size(); ++k) {
+      const int id = step.outputs[k];
+      step.skip[k] = ((step.node->op->optional_outputs >> k) & 1) && !escapes[id] &&
+                     last_use[id] == static_cast<int>(s);
+    }
+  }
   std::vector<int> shared_index(static_cast<size_t>(top + 1), -1);  // value id -> shared_
   for (size_t s = 0; s < steps.size(); ++s) {
     std::vector<int> taken;  // inputs already given to an output of this step
     for (size_t k = 0; k < steps[s].outputs.size(); ++k) {
-      if (!steps[s].reuse[k]) continue;
+      if (!steps[s].reuse[k] || steps[s].skip[k]) continue;
       int id = steps[s].outputs[k];
       SharedValue value;
       value.id = id;
@@ -404,7 +416,9 @@ void Plan::run_step(Step& step, const ir::SymbolValues& symbols) {
       for (Tensor& r : results) r = Tensor();
     } else {
       for (size_t k = 0; k < results.size(); ++k)
-        results[k] = buffer_for(results[k], types[k].shape, types[k].dtype, step.reuse[k]);
+        results[k] = step.skip[k] ? Tensor()
+                                  : buffer_for(results[k], types[k].shape, types[k].dtype,
+                                               step.reuse[k]);
     }
     KernelCall call{op, TensorSpan(args.data(), args.size()), *step.attrs,
                     std::span<Tensor>(results.data(), results.size()), types};

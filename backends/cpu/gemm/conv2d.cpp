@@ -102,6 +102,7 @@ PackedConvWeights::PackedConvWeights(const float* w, int64_t out_channels, int64
       float* dst = data_.data() + ((g * panels_ + oc / nr) * k) * nr + oc % nr;
       for (int64_t i = 0; i < k; ++i) dst[i * nr] = src[i];
     }
+  if (kernel_->shallow && k <= kShallowDepth) rows_.assign(w, w + out_channels * k);
 }
 
 bool PackedConvWeights::fits(const Conv2dShape& s) const {
@@ -157,31 +158,54 @@ struct ConvRun {
   void images(int64_t n0, int64_t n1) const {
     const ConvMicroKernel& kernel = w.kernel();
     const int64_t G = s.groups, Cg = s.channels / G, OCg = s.out_channels / G;
+    if (w.rows() && s.stride_w == 1) {
+      // Shallow: (image, group, block of 8 output channels) tasks, each writing its rows.
+      constexpr int64_t kChannels = 8;
+      const int64_t cblocks = ceil_div(OCg, kChannels);
+      parallel_for(n0 * G * cblocks, n1 * G * cblocks, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          const int64_t image = t / cblocks, n = image / G, g = image % G;
+          const int64_t oc = g * OCg + (t % cblocks) * kChannels;
+          const int64_t channels = std::min(kChannels, (g + 1) * OCg - oc);
+          kernel.shallow(xp + (n * s.channels + g * Cg) * Hp * Wp, Wp, s.stride_h * Wp,
+                         offsets.data(), w.depth(), w.rows() + oc * w.depth(),
+                         bias ? bias + oc : nullptr, channels,
+                         out + (n * s.out_channels + oc) * P, s.out_h, s.out_w);
+        }
+      });
+      return;
+    }
     const int64_t mr = kernel.mr, nr = kernel.nr, panels = w.panels(), width = panels * nr;
     parallel_for(n0 * G * blocks, n1 * G * blocks, 1, [&](int64_t lo, int64_t hi) {
       thread_local std::vector<float> tile;
       tile.resize(static_cast<size_t>(block * width));
+      const int64_t depth = w.depth();
+      const int64_t depth_blocks = ceil_div(depth * nr * static_cast<int64_t>(sizeof(float)),
+                                            kPanelBlockBytes);
+      const int64_t depth_block = ceil_div(depth, depth_blocks);
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t image = t / blocks, n = image / G, g = image % G;
         const int64_t p0 = (t % blocks) * block, p1 = std::min(P, p0 + block);
         const float* plane = xp + (n * s.channels + g * Cg) * Hp * Wp;
-        for (int64_t panel = 0; panel < panels; ++panel) {
-          const float* weights = w.panel(g, panel);
-          // The window corner of output pixel p0, stepped along without divisions (a
-          // strip's eight divisions cost more than its products when the depth is 9).
-          int64_t oh = p0 / s.out_w, ow = p0 % s.out_w;
-          for (int64_t p = p0; p < p1; p += mr) {
-            const int64_t rows = std::min(mr, p1 - p);
-            const float* pixels[kMaxRows];
-            for (int64_t i = 0; i < rows; ++i) {
-              pixels[i] = plane + oh * s.stride_h * Wp + ow * s.stride_w;
-              if (++ow == s.out_w) ow = 0, ++oh;
+        for (int64_t panel = 0; panel < panels; ++panel)
+          for (int64_t k0 = 0; k0 < depth; k0 += depth_block) {
+            const int64_t steps = std::min(depth_block, depth - k0);
+            const float* weights = w.panel(g, panel) + k0 * nr;
+            // The window corner of output pixel p0, stepped along without divisions (a
+            // strip's eight divisions cost more than its products when the depth is 9).
+            int64_t oh = p0 / s.out_w, ow = p0 % s.out_w;
+            for (int64_t p = p0; p < p1; p += mr) {
+              const int64_t rows = std::min(mr, p1 - p);
+              const float* pixels[kMaxRows];
+              for (int64_t i = 0; i < rows; ++i) {
+                pixels[i] = plane + oh * s.stride_h * Wp + ow * s.stride_w;
+                if (++ow == s.out_w) ow = 0, ++oh;
+              }
+              for (int64_t i = rows; i < mr; ++i) pixels[i] = pixels[rows - 1];
+              kernel.run(rows, pixels, offsets.data() + k0, steps, weights,
+                         tile.data() + (p - p0) * width + panel * nr, width, k0 > 0);
             }
-            for (int64_t i = rows; i < mr; ++i) pixels[i] = pixels[rows - 1];
-            kernel.run(rows, pixels, offsets.data(), w.depth(), weights,
-                       tile.data() + (p - p0) * width + panel * nr, width);
           }
-        }
         kernel.store(p1 - p0, OCg, tile.data(), width, bias ? bias + g * OCg : nullptr,
                      out + (n * s.out_channels + g * OCg) * P + p0, P);
       }

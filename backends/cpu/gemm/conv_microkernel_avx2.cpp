@@ -13,7 +13,7 @@ namespace {
 
 template <int MR, int NV>
 void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int64_t depth,
-          const float* panel, float* c, int64_t ldc) {
+          const float* panel, float* c, int64_t ldc, bool accumulate) {
   constexpr int NR = 8 * NV;
   const float* px[MR];
   __m256 acc[MR][NV];
@@ -39,7 +39,10 @@ void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int6
   for (int i = 0; i < MR; ++i) {
     if (i >= rows) break;
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + i * ldc + 8 * v, acc[i][v]);
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + 8 * v;
+      _mm256_storeu_ps(dst, accumulate ? _mm256_add_ps(acc[i][v], _mm256_loadu_ps(dst)) : acc[i][v]);
+    }
   }
 }
 
@@ -66,8 +69,8 @@ void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
 #pragma GCC pop_options
 
 namespace {
-const ConvMicroKernel k16{"avx2", 6, 16, tile<6, 2>, store};
-const ConvMicroKernel k8{"avx2", 12, 8, tile<12, 1>, store};
+const ConvMicroKernel k16{"avx2", 6, 16, tile<6, 2>, store, nullptr};
+const ConvMicroKernel k8{"avx2", 12, 8, tile<12, 1>, store, nullptr};
 }  // namespace
 
 const ConvMicroKernel* const kAvx2ConvKernels[] = {&k16, &k8, nullptr};

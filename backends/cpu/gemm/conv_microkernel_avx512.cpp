@@ -15,7 +15,7 @@ namespace {
 
 template <int MR, int NV>
 void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int64_t depth,
-          const float* panel, float* c, int64_t ldc) {
+          const float* panel, float* c, int64_t ldc, bool accumulate) {
   constexpr int NR = 16 * NV;
   const float* px[MR];
   __m512 acc[MR][NV];
@@ -41,7 +41,10 @@ void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int6
   for (int i = 0; i < MR; ++i) {
     if (i >= rows) break;
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + i * ldc + 16 * v, acc[i][v]);
+    for (int v = 0; v < NV; ++v) {
+      float* dst = c + i * ldc + 16 * v;
+      _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(acc[i][v], _mm512_loadu_ps(dst)) : acc[i][v]);
+    }
   }
 }
 
@@ -101,14 +104,65 @@ void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
   }
 }
 
+// Eight output channels by two vectors of 16 output columns: 16 accumulators; per depth
+// step two masked input loads, eight weight broadcasts, 16 FMAs.
+void shallow(const float* plane, int64_t Wp, int64_t row_step, const int64_t* offsets,
+             int64_t depth, const float* w, const float* bias, int64_t channels, float* out,
+             int64_t OH, int64_t OW) {
+  (void)Wp;
+  constexpr int kChannels = 8;
+  for (int64_t oc0 = 0; oc0 < channels; oc0 += kChannels) {
+    const int64_t m = channels - oc0 < kChannels ? channels - oc0 : kChannels;
+    const float* wrow[kChannels];
+    __m512 b[kChannels];
+#pragma GCC unroll 8
+    for (int r = 0; r < kChannels; ++r) {
+      const int64_t oc = oc0 + (r < m ? r : m - 1);
+      wrow[r] = w + oc * depth;
+      b[r] = _mm512_set1_ps(bias ? bias[oc] : 0.0f);
+    }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* row = plane + oh * row_step;
+      for (int64_t ow = 0; ow < OW; ow += 32) {
+        const int64_t n = OW - ow;
+        const __mmask16 lo = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+        const __mmask16 hi = n >= 32   ? __mmask16(0xFFFF)
+                             : n > 16 ? __mmask16((1u << (n - 16)) - 1)
+                                      : __mmask16(0);
+        __m512 acc[kChannels][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < kChannels; ++r) acc[r][0] = acc[r][1] = b[r];
+        for (int64_t k = 0; k < depth; ++k) {
+          const float* src = row + ow + offsets[k];
+          const __m512 x0 = _mm512_maskz_loadu_ps(lo, src);
+          const __m512 x1 = _mm512_maskz_loadu_ps(hi, src + 16);
+#pragma GCC unroll 8
+          for (int r = 0; r < kChannels; ++r) {
+            const __m512 wk = _mm512_set1_ps(wrow[r][k]);
+            acc[r][0] = _mm512_fmadd_ps(x0, wk, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(x1, wk, acc[r][1]);
+          }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < kChannels; ++r) {
+          if (r >= m) break;
+          float* dst = out + (oc0 + r) * OH * OW + oh * OW + ow;
+          _mm512_mask_storeu_ps(dst, lo, acc[r][0]);
+          _mm512_mask_storeu_ps(dst + 16, hi, acc[r][1]);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 #pragma GCC pop_options
 
 namespace {
-const ConvMicroKernel k64{"avx512", 6, 64, tile<6, 4>, store};
-const ConvMicroKernel k32{"avx512", 8, 32, tile<8, 2>, store};
-const ConvMicroKernel k16{"avx512", 12, 16, tile<12, 1>, store};
+const ConvMicroKernel k64{"avx512", 6, 64, tile<6, 4>, store, shallow};
+const ConvMicroKernel k32{"avx512", 8, 32, tile<8, 2>, store, shallow};
+const ConvMicroKernel k16{"avx512", 12, 16, tile<12, 1>, store, shallow};
 }  // namespace
 
 const ConvMicroKernel* const kAvx512ConvKernels[] = {&k64, &k32, &k16, nullptr};

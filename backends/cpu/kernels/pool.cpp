@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kernels.h"
 #include "nn_common.h"
@@ -139,7 +140,15 @@ void max_pool2d_kernel(KernelCall& c) {
     using T = decltype(tag);
     const T* xp = nn::cdata<T>(x);
     T* op = nn::mdata<T>(out);
-    int64_t* ip = nn::mdata<int64_t>(indices);
+    // Undefined indices (nothing reads them: the planned executor in inference) are not
+    // stored; the scalar loops track them in a row of scratch.
+    int64_t* ip = indices.defined() ? nn::mdata<int64_t>(indices) : nullptr;
+    auto index_row = [&](int64_t plane, int64_t oh) {
+      thread_local std::vector<int64_t> scratch;
+      if (ip) return ip + (plane * OH + oh) * OW;
+      scratch.resize(static_cast<size_t>(OW));
+      return scratch.data();
+    };
     if (windows_tile_input(a, H, W, OH, OW)) {
       MaxPool2x2Row vector_row = nullptr;
       if constexpr (std::is_same_v<T, float>)
@@ -148,13 +157,13 @@ void max_pool2d_kernel(KernelCall& c) {
         const T* in = xp + plane * H * W;
         for (int64_t oh = 0; oh < OH; ++oh) {
           T* best = op + (plane * OH + oh) * OW;
-          int64_t* at = ip + (plane * OH + oh) * OW;
           if constexpr (std::is_same_v<T, float>) {
             if (vector_row) {
-              vector_row(in, W, oh * 2, OW, best, at);
+              vector_row(in, W, oh * 2, OW, best, ip ? ip + (plane * OH + oh) * OW : nullptr);
               continue;
             }
           }
+          int64_t* at = index_row(plane, oh);
           if (kh == 2 && kw == 2)
             max_pool_2x2_row(in, W, oh * 2, OW, best, at);
           else
@@ -179,7 +188,7 @@ void max_pool2d_kernel(KernelCall& c) {
       const T* in = xp + plane * H * W;
       for (int64_t oh = 0; oh < OH; ++oh) {
         T* best = op + (plane * OH + oh) * OW;
-        int64_t* at = ip + (plane * OH + oh) * OW;
+        int64_t* at = index_row(plane, oh);
         for (int64_t ow = 0; ow < OW; ++ow) {
           best[ow] = -std::numeric_limits<T>::infinity();
           at[ow] = h_first[oh] * W + w_first[ow];  // PyTorch's index for an all -inf window

@@ -60,6 +60,7 @@ void row(const float* plane, int64_t W, int64_t ih0, int64_t OW, float* best, in
     r.see(br, shifted(lo, W + 1), shifted(hi, W + 1));
     const __mmask16 out = first_lanes(n);
     _mm512_mask_storeu_ps(best + ow, out, r.best);
+    if (!at) continue;
     _mm512_mask_storeu_epi64(at + ow, __mmask8(out), r.at_lo);
     _mm512_mask_storeu_epi64(at + ow + 8, __mmask8(out >> 8), r.at_hi);
   }

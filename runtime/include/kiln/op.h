@@ -113,6 +113,10 @@ struct OpDef {
   bool side_effects = false;        // does more than compute (prints): never removed or merged
   uint64_t saves_inputs = ~0ull;    // bit i: the vjp reads input i
   uint64_t saves_outputs = 0;       // bit i: the vjp reads output i
+  // Bit i: the CPU kernel accepts an undefined output i and then does not compute it; the
+  // planned executor passes one when nothing reads that value (max_pool2d's indices in
+  // inference).
+  uint64_t optional_outputs = 0;
   // Inputs through which no gradient ever flows (indices, masks, conditions).
   uint64_t nondiff_inputs = 0;
 

@@ -148,6 +148,7 @@ struct Properties {
                       &adaptive_avg_pool2d_backward})
       op->saves_inputs = 0;
     max_pool2d.saves_outputs = 0b10;
+    max_pool2d.optional_outputs = 0b10;  // the indices: only the backward reads them
     max_pool2d_backward.saves_inputs = 0b10;
     max_pool2d_backward.nondiff_inputs = 0b10;
   }

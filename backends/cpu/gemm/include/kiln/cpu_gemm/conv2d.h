@@ -55,12 +55,16 @@ class PackedConvWeights {
   int64_t depth() const { return channels_per_group_ * kernel_h_ * kernel_w_; }
   int64_t panels() const { return panels_; }  // per group
   const float* panel(int64_t group, int64_t panel) const;
+  // w itself ([out_channels, depth]), kept for shallow depths, which the kernel family may
+  // compute in the other orientation (conv_microkernel.h); null otherwise.
+  const float* rows() const { return rows_.empty() ? nullptr : rows_.data(); }
 
  private:
   int64_t out_channels_, groups_, channels_per_group_, kernel_h_, kernel_w_;
   const ConvMicroKernel* kernel_ = nullptr;
   int64_t panels_ = 0;
   std::vector<float> data_;
+  std::vector<float> rows_;
 };
 
 // Called with [image_begin, image_end) once those images of the output are final; calls
