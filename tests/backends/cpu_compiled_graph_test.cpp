@@ -588,6 +588,34 @@ TEST(CpuCompiledGraph, ConvolutionsByAParameterRunDirectWithTheirEpilogue) {
   }
 }
 
+// max_pool2d's indices are an optional output: unread, the plan gives them no buffer and
+// the kernel skips them (every pooling path: the 2x2 vector rows, other tiled windows,
+// overlapping windows); returned or read, they are computed as before.
+TEST(CpuCompiledGraph, UnreadOptionalOutputsAreNotComputed) {
+  const std::vector<std::pair<std::string, std::string>> windows = {
+      {"kernel_size=[2, 2], stride=[2, 2], padding=[0, 0]", "5, 6"},
+      {"kernel_size=[3, 3], stride=[3, 3], padding=[0, 0]", "3, 4"},
+      {"kernel_size=[3, 3], stride=[2, 2], padding=[1, 1]", "6, 7"}};
+  for (const auto& [window, pooled] : windows) {
+    SCOPED_TRACE(window);
+    const std::string attrs = "{" + window + ", dilation=[1, 1], ceil_mode=false}";
+    const std::string values_only = "graph g {\n  input %0 \"x\": float32[3, 4, 11, 13]\n" +
+                                    std::string("  %1, %2: float32[3, 4, ") + pooled +
+                                    "], int64[3, 4, " + pooled + "] = max_pool2d(%0) " + attrs +
+                                    "\n  %3: float32[3, 4, " + pooled +
+                                    "] = relu(%1) {}\n  return %3\n}";
+    const std::string both = "graph g {\n  input %0 \"x\": float32[3, 4, 11, 13]\n" +
+                             std::string("  %1, %2: float32[3, 4, ") + pooled + "], int64[3, 4, " +
+                             pooled + "] = max_pool2d(%0) " + attrs + "\n  return %1, %2\n}";
+    Generator gen(40);
+    for (const std::string& text : {values_only, both}) {
+      CompiledGraph compiled(*ir::parse_graph(text), verified());
+      std::vector<Tensor> in{randn({3, 4, 11, 13}, {}, &gen)};
+      expect_close(compiled.run(in), reference(text, in));
+    }
+  }
+}
+
 TEST(CpuCompiledGraph, ManyRowsByALargeWeightOrAWeightComputedPerCallUseTheLibraryGemm) {
   // Past PackedMatmul::kMaxRows, by a weight larger than kSmallWeight, the library GEMM runs
   // (one call per block of rows), with the epilogue after each block.
