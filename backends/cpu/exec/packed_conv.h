@@ -22,6 +22,9 @@ class PackedConv {
   static bool applies(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
                       const ops::Conv2dAttrs& attrs);
 
+  // Packs w if it changed since the last call (run does it too): a caller that will run
+  // from several threads at once calls this first.
+  void prepare(const Tensor& w, const ops::Conv2dAttrs& attrs) { repack_if_changed(w, attrs); }
   void run(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
            const ops::Conv2dAttrs& attrs, const gemm::ImageEpilogue& epilogue = nullptr);
   int64_t packs() const { return packs_; }  // times the weight was packed (for tests)

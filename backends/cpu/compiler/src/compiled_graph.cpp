@@ -48,6 +48,8 @@ std::string CompileStats::str() const {
      << (planned ? "planned executor" : "node-by-node executor (control flow)");
   if (epilogues) os << ", " << epilogues << " epilogues";
   if (packed_weights) os << ", " << packed_weights << " packed weights";
+  if (image_chains)
+    os << ", " << image_chains << (image_chains == 1 ? " image chain" : " image chains");
   if (frozen_parameters) os << ", " << frozen_parameters << " frozen parameters";
   if (!memory.empty()) os << "; memory: " << memory;
   if (!target.empty()) os << "; target " << target;
@@ -111,6 +113,7 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   stats_.planned = impl_->plan != nullptr;
   stats_.epilogues = impl_->plan ? impl_->plan->epilogues() : 0;
   stats_.packed_weights = impl_->plan ? impl_->plan->packed_weights() : 0;
+  stats_.image_chains = impl_->plan ? impl_->plan->image_chains() : 0;
   if (impl_->plan) {
     stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
                                                   : impl_->plan->memory().str();

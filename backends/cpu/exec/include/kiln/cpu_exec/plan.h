@@ -50,6 +50,12 @@ FusedLaunch prepare_fused_kernel(const FusedKernel& kernel, const ir::Node& node
                                  std::span<const Tensor> operands, std::span<const int64_t> symbols,
                                  std::span<Tensor> results, bool reuse_results);
 
+// The same over result tensors given as they are (dense, of the group's types but for dim
+// 0, which may hold fewer rows: the launch then covers only the rows the caller runs).
+FusedLaunch prepare_fused_kernel_into(const FusedKernel& kernel, std::span<const Tensor> operands,
+                                      std::span<const int64_t> symbols,
+                                      std::span<const Tensor> results);
+
 // Runs one fusion group: prepare_fused_kernel, then the kernel split across threads.
 void run_fused_kernel(const FusedKernel& kernel, const ir::Node& node,
                       std::span<const Tensor> operands, std::span<const int64_t> symbols,
@@ -77,6 +83,9 @@ class Plan {
   // run through the direct convolution (PackedConv::applies), their weight packed once and
   // again only when it changes, and the times a weight was packed so far.
   int packed_weights() const;
+  // Runs of per-image steps (convolutions with their epilogues, poolings) that run block of
+  // images by block, their intermediate results in buffers of one block per thread.
+  int image_chains() const;
   int64_t weight_packs() const;
 
  private:
@@ -129,6 +138,21 @@ class Plan {
   // run_with_epilogue for a conv2d: its fusion group runs on blocks of images as the
   // direct convolution completes them.
   bool run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolValues& symbols);
+
+  // Image chains (plan.cpp): runs of per-image units whose intermediate results live in
+  // buffers of one block of images per thread.
+  struct Chain;
+  struct ChainUnit;
+  std::vector<Chain> chains_;
+  std::vector<int> chain_of_value_;  // by value id: the chain holding it per block, or -1
+  int64_t planned_threads_ = 0;       // the threads the chains' buffers were planned for
+  // Whether step s starts a chain unit (a conv2d through the direct convolution, with its
+  // epilogue; a pooling whose only read result is its values); fills `unit`.
+  bool chain_unit_at(size_t s, ChainUnit& unit) const;
+  void find_chains(const std::vector<bool>& escapes, const std::vector<int>& last_use);
+  // Runs a chain block by block across the threads; false (nothing run) when a convolution
+  // cannot take the direct path on this call's operands.
+  bool run_chain(const Chain& chain, const ir::SymbolValues& symbols);
 
   std::vector<Tensor> slots_;   // by value id: this call's tensors
   std::vector<int> transient_;  // value ids cleared after each call (inputs, results, views)
