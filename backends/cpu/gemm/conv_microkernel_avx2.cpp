@@ -1,5 +1,6 @@
 // The AVX2 + FMA direct-convolution micro-kernels: MR pixels by NV ymm registers of output
-// channels, 12 accumulators (16 ymm registers in all with the weights and a broadcast).
+// channels, 12 accumulators (16 ymm registers in all with the weights and a broadcast),
+// its tile store (an 8x8 register transpose) and the shallow orientation.
 #include <immintrin.h>
 
 #include "conv_microkernel.h"
@@ -46,22 +47,108 @@ void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int6
   }
 }
 
+// r[i] (8 floats) becomes column i: 8x8 transposed in three rounds of shuffles (gathers,
+// the obvious alternative, are slow on AMD's cores).
+void transpose_8x8(__m256 r[8]) {
+  __m256 t[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m256 u[8];
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  // u[0..3] hold columns {0,4}, {1,5}, {2,6}, {3,7} of rows 0-3, u[4..7] of rows 4-7.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
+    r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
+  }
+}
+
 void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
            const float* bias, float* dst, int64_t ld) {
-  const __m256i down = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm256_set1_epi32(static_cast<int>(width)));
   int64_t i = 0;
-  for (; i + 8 <= pixels; i += 8) {
-    const float* column = tile + i * width;
-    for (int64_t j = 0; j < channels; ++j) {
-      __m256 v = _mm256_i32gather_ps(column + j, down, 4);
-      if (bias) v = _mm256_add_ps(v, _mm256_set1_ps(bias[j]));
-      _mm256_storeu_ps(dst + j * ld + i, v);
+  for (; i + 8 <= pixels; i += 8)
+    for (int64_t j = 0; j < channels; j += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(tile + (i + q) * width + j);
+      transpose_8x8(r);
+      const int64_t m = channels - j < 8 ? channels - j : 8;
+      for (int64_t q = 0; q < m; ++q) {
+        const __m256 v = bias ? _mm256_add_ps(r[q], _mm256_set1_ps(bias[j + q])) : r[q];
+        _mm256_storeu_ps(dst + (j + q) * ld + i, v);
+      }
     }
-  }
   for (; i < pixels; ++i)
     for (int64_t j = 0; j < channels; ++j)
       dst[j * ld + i] = tile[i * width + j] + (bias ? bias[j] : 0.0f);
+}
+
+// The shallow orientation (conv_microkernel.h): eight output channels by two vectors of 8
+// output columns, 16 accumulators. Columns past the row's end are masked out of the loads
+// (vmaskmovps does not fault on them) and the row's tail is stored element by element
+// (AVX2's masked stores are slow on AMD's cores).
+void shallow(const float* plane, int64_t Wp, int64_t row_step, const int64_t* offsets,
+             int64_t depth, const float* w, const float* bias, int64_t channels, float* out,
+             int64_t OH, int64_t OW) {
+  (void)Wp;
+  constexpr int kChannels = 8;
+  for (int64_t oc0 = 0; oc0 < channels; oc0 += kChannels) {
+    const int64_t m = channels - oc0 < kChannels ? channels - oc0 : kChannels;
+    const float* wrow[kChannels];
+    float b[kChannels];
+#pragma GCC unroll 8
+    for (int r = 0; r < kChannels; ++r) {
+      const int64_t oc = oc0 + (r < m ? r : m - 1);
+      wrow[r] = w + oc * depth;
+      b[r] = bias ? bias[oc] : 0.0f;
+    }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* row = plane + oh * row_step;
+      for (int64_t ow = 0; ow < OW; ow += 16) {
+        const int64_t n = OW - ow < 16 ? OW - ow : 16;
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+        const __m256i hi =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n) - 8), lane);
+        __m256 acc[kChannels][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < kChannels; ++r) acc[r][0] = acc[r][1] = _mm256_set1_ps(b[r]);
+        for (int64_t k = 0; k < depth; ++k) {
+          const float* src = row + ow + offsets[k];
+          const __m256 x0 = _mm256_maskload_ps(src, lo);
+          const __m256 x1 = _mm256_maskload_ps(src + 8, hi);
+#pragma GCC unroll 8
+          for (int r = 0; r < kChannels; ++r) {
+            const __m256 wk = _mm256_broadcast_ss(wrow[r] + k);
+            acc[r][0] = _mm256_fmadd_ps(x0, wk, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x1, wk, acc[r][1]);
+          }
+        }
+        for (int r = 0; r < kChannels; ++r) {
+          if (r >= m) break;
+          float* dst = out + (oc0 + r) * OH * OW + oh * OW + ow;
+          if (n == 16) {
+            _mm256_storeu_ps(dst, acc[r][0]);
+            _mm256_storeu_ps(dst + 8, acc[r][1]);
+          } else {
+            alignas(32) float tail[16];
+            _mm256_store_ps(tail, acc[r][0]);
+            _mm256_store_ps(tail + 8, acc[r][1]);
+            for (int64_t q = 0; q < n; ++q) dst[q] = tail[q];
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -69,8 +156,8 @@ void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
 #pragma GCC pop_options
 
 namespace {
-const ConvMicroKernel k16{"avx2", 6, 16, tile<6, 2>, store, nullptr};
-const ConvMicroKernel k8{"avx2", 12, 8, tile<12, 1>, store, nullptr};
+const ConvMicroKernel k16{"avx2", 6, 16, tile<6, 2>, store, shallow};
+const ConvMicroKernel k8{"avx2", 12, 8, tile<12, 1>, store, shallow};
 }  // namespace
 
 const ConvMicroKernel* const kAvx2ConvKernels[] = {&k16, &k8, nullptr};
