@@ -95,12 +95,18 @@ PackedConvWeights::PackedConvWeights(const float* w, int64_t out_channels, int64
   kernel_ = &kernel_for(isa, oc_per_group);
   const int64_t nr = kernel_->nr;
   panels_ = ceil_div(oc_per_group, nr);
-  data_.assign(static_cast<size_t>(groups * panels_ * k * nr), 0.0f);
+  data_.resize(static_cast<size_t>(groups * panels_ * k * nr));
+  // Written in order (the reads stride through w instead): strided writes would each miss
+  // their cache line, and this runs on every eager call.
+  float* dst = data_.data();
   for (int64_t g = 0; g < groups; ++g)
-    for (int64_t oc = 0; oc < oc_per_group; ++oc) {
-      const float* src = w + (g * oc_per_group + oc) * k;
-      float* dst = data_.data() + ((g * panels_ + oc / nr) * k) * nr + oc % nr;
-      for (int64_t i = 0; i < k; ++i) dst[i * nr] = src[i];
+    for (int64_t p = 0; p < panels_; ++p) {
+      const int64_t oc0 = p * nr, cols = std::min(nr, oc_per_group - oc0);
+      const float* src = w + (g * oc_per_group + oc0) * k;
+      for (int64_t i = 0; i < k; ++i, dst += nr) {
+        for (int64_t j = 0; j < cols; ++j) dst[j] = src[j * k + i];
+        std::fill(dst + cols, dst + nr, 0.0f);
+      }
     }
   if (kernel_->shallow && k <= kShallowDepth) rows_.assign(w, w + out_channels * k);
 }
