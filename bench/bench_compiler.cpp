@@ -11,7 +11,7 @@
 //             layers alone at batch 1 (cblas_sgemv: the floor of a batch-1 call) and 1024
 //             (cblas_sgemm), split across threads like kiln's matmul kernel: "FLOP/s" counts
 //             the layers' 2*batch*in*out, for both.
-//   FashionMLP (eval) at batch 1 and 256; BatchNormCNN (bn_cnn, eval) at batch 64.
+//   FashionMLP (eval) at batch 1 and 256; BatchNormCNN (bn_cnn, eval) at batch 1 and 64.
 //   Compile: a fresh compile + first call of ResidualMLP, without the on-disk kernel cache
 //             (KILN_CACHE_DIR=off) and with a warm one (a temp dir filled by one compile).
 // After the runs a Markdown table of within-run ratios and targets is printed (the source of
@@ -392,7 +392,7 @@ void BM_BatchNormCNN_Interp(benchmark::State& state) {
   bn_cnn(state, Mode::Interp);
 }
 void bn_cnn_args(benchmark::internal::Benchmark* b) {
-  batch_by_threads(b, {64});
+  batch_by_threads(b, {1, 64});
 }
 BENCHMARK(BM_BatchNormCNN_Eager)->Apply(bn_cnn_args);
 BENCHMARK(BM_BatchNormCNN_Compiled)->Apply(bn_cnn_args);

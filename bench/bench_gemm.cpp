@@ -280,9 +280,19 @@ void conv_grid(benchmark::internal::Benchmark* b) {
 
 cpu::gemm::Conv2dShape conv_shape(const benchmark::State& state) {
   const int64_t hw = state.range(3), stride = state.range(4), out = (hw + 2 - 3) / stride + 1;
-  return {.batch = state.range(0), .channels = state.range(1), .height = hw, .width = hw,
-          .out_channels = state.range(2), .kernel_h = 3, .kernel_w = 3, .stride_h = stride,
-          .stride_w = stride, .pad_h = 1, .pad_w = 1, .out_h = out, .out_w = out};
+  return {.batch = state.range(0),
+          .channels = state.range(1),
+          .height = hw,
+          .width = hw,
+          .out_channels = state.range(2),
+          .kernel_h = 3,
+          .kernel_w = 3,
+          .stride_h = stride,
+          .stride_w = stride,
+          .pad_h = 1,
+          .pad_w = 1,
+          .out_h = out,
+          .out_w = out};
 }
 
 void set_conv_flops(benchmark::State& state, const cpu::gemm::Conv2dShape& s) {
@@ -353,8 +363,8 @@ void BM_Conv_Im2colOpenBLAS(benchmark::State& state) {
                       ih >= 0 && ih < H && iw >= 0 && iw < W ? img[(c * H + ih) * W + iw] : 0.0f;
                 }
             }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.out_channels, P, K, 1.0f,
-                    w.data(), K, col.data(), P, 0.0f, y.data() + n * s.out_channels * P, P);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.out_channels, P, K, 1.0f, w.data(),
+                    K, col.data(), P, 0.0f, y.data() + n * s.out_channels * P, P);
       }
     });
     benchmark::ClobberMemory();

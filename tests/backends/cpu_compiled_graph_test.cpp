@@ -531,23 +531,23 @@ TEST(CpuCompiledGraph, WeightsArePackedOnceAndFollowInPlaceChanges) {
 // conv2d by a parameter weight, an eval batch_norm and a ReLU, over `batch` images.
 // `out`: the output's height and width ("11, 9").
 std::string conv_bn_relu(int64_t batch, const std::string& conv_attrs, const std::string& o,
-                         int64_t groups) {
+                         int64_t groups, const std::string& activation = "relu") {
   const std::string n = std::to_string(batch);
   const std::string cg = std::to_string(4 / groups);
   return "graph g {\n  input %0 \"x\": float32[" + n + ", 4, 11, 9]\n" +
-         "  param %1 \"w\": float32[12, " + cg + ", 3, 3]\n" +
-         "  param %2 \"b\": float32[12]\n" +
+         "  param %1 \"w\": float32[12, " + cg + ", 3, 3]\n" + "  param %2 \"b\": float32[12]\n" +
          "  input %3 \"gamma\": float32[12]\n  input %4 \"beta\": float32[12]\n" +
-         "  input %5 \"mean\": float32[12]\n  input %6 \"var\": float32[12]\n" +
-         "  %7: float32[" + n + ", 12, " + o + "] = conv2d(%0, %1, %2) {" + conv_attrs + "}\n" +
+         "  input %5 \"mean\": float32[12]\n  input %6 \"var\": float32[12]\n" + "  %7: float32[" +
+         n + ", 12, " + o + "] = conv2d(%0, %1, %2) {" + conv_attrs + "}\n" +
          "  %8, %9, %10: float32[" + n + ", 12, " + o + "], float32[12], float32[12] = " +
          "batch_norm(%7, %3, %4, %5, %6) {training=false, momentum=0.1, eps=1e-05}\n" +
-         "  %11: float32[" + n + ", 12, " + o + "] = relu(%8) {}\n  return %11\n}";
+         "  %11: float32[" + n + ", 12, " + o + "] = " + activation + "(%8) {}\n  return %11\n}";
 }
 
 // A convolution by a parameter runs through the direct convolution with its weight packed
-// once (again after an in-place change), and the batch_norm + ReLU group as its epilogue on
-// blocks of images; results equal the reference executor's at every batch and thread count.
+// once (again after an in-place change), and the batch_norm + ReLU group as its epilogue,
+// applied by the convolution's store; results equal the reference executor's at every batch
+// and thread count. A group the store cannot apply (a tanh) runs on blocks of images.
 TEST(CpuCompiledGraph, ConvolutionsByAParameterRunDirectWithTheirEpilogue) {
   if (!gemm::has_direct_conv()) GTEST_SKIP() << "no direct-convolution kernel for this CPU";
   struct Variant {
@@ -560,31 +560,38 @@ TEST(CpuCompiledGraph, ConvolutionsByAParameterRunDirectWithTheirEpilogue) {
   for (int threads : {1, 2}) {
     ScopedThreads scope(threads);
     for (const Variant& v : variants)
-      for (int64_t batch : {1, 2, 7, 33}) {
-        SCOPED_TRACE(::testing::Message()
-                     << v.attrs << " batch=" << batch << " threads=" << threads);
-        const std::string graph = conv_bn_relu(batch, v.attrs, v.out, v.groups);
-        CompiledGraph compiled(*ir::parse_graph(graph), verified());
-        EXPECT_EQ(compiled.stats().packed_weights, 1) << compiled.stats().str();
-        // One image has no blocks to pipeline (its size-1 dim leaves the group's iteration).
-        EXPECT_EQ(compiled.stats().epilogues, batch > 1 ? 1 : 0) << compiled.stats().str();
-        Generator gen(30);
-        Tensor w = randn({12, 4 / v.groups, 3, 3}, {}, &gen), b = randn({12}, {}, &gen);
-        auto args = [&] {
-          return std::vector<Tensor>{randn({batch, 4, 11, 9}, {}, &gen), w, b,
-                                     randn({12}, {}, &gen), randn({12}, {}, &gen),
-                                     randn({12}, {}, &gen), randn({12}, {}, &gen).abs()};
-        };
-        for (int call = 0; call < 2; ++call) {
+      for (const std::string activation : {"relu", "tanh"})
+        for (int64_t batch : {1, 2, 7, 33}) {
+          SCOPED_TRACE(::testing::Message() << v.attrs << " " << activation << " batch=" << batch
+                                            << " threads=" << threads);
+          const std::string graph = conv_bn_relu(batch, v.attrs, v.out, v.groups, activation);
+          CompiledGraph compiled(*ir::parse_graph(graph), verified());
+          EXPECT_EQ(compiled.stats().packed_weights, 1) << compiled.stats().str();
+          // x * scale + shift and a ReLU run in the convolution's store, at any batch; with a
+          // tanh, the group runs on blocks of images (one image: after the convolution).
+          EXPECT_EQ(compiled.stats().epilogues, activation == "relu" || batch > 1 ? 1 : 0)
+              << compiled.stats().str();
+          Generator gen(30);
+          Tensor w = randn({12, 4 / v.groups, 3, 3}, {}, &gen), b = randn({12}, {}, &gen);
+          auto args = [&] {
+            return std::vector<Tensor>{randn({batch, 4, 11, 9}, {}, &gen),
+                                       w,
+                                       b,
+                                       randn({12}, {}, &gen),
+                                       randn({12}, {}, &gen),
+                                       randn({12}, {}, &gen),
+                                       randn({12}, {}, &gen).abs()};
+          };
+          for (int call = 0; call < 2; ++call) {
+            std::vector<Tensor> in = args();
+            expect_product_close(compiled.run(in), reference(graph, in));
+          }
+          EXPECT_EQ(compiled.weight_packs(), 1) << "packed again although the weight is unchanged";
+          w.mul_(0.5);
           std::vector<Tensor> in = args();
           expect_product_close(compiled.run(in), reference(graph, in));
+          EXPECT_EQ(compiled.weight_packs(), 2);
         }
-        EXPECT_EQ(compiled.weight_packs(), 1) << "packed again although the weight is unchanged";
-        w.mul_(0.5);
-        std::vector<Tensor> in = args();
-        expect_product_close(compiled.run(in), reference(graph, in));
-        EXPECT_EQ(compiled.weight_packs(), 2);
-      }
   }
 }
 
@@ -629,16 +636,15 @@ std::string cnn_features(int64_t batch) {
   return "graph g {\n  input %0 \"x\": float32[" + n + ", 2, 40, 40]\n" +
          "  param %1 \"w1\": float32[8, 2, 3, 3]\n  param %2 \"w2\": float32[16, 8, 3, 3]\n" +
          "  input %3 \"scale1\": float32[8, 1, 1]\n  input %4 \"scale2\": float32[16, 1, 1]\n" +
-         "  %5: float32[" + n + ", 8, 40, 40] = conv2d(%0, %1, _)" + conv +
-         "  %6: float32[" + n + ", 8, 40, 40] = mul(%5, %3) {}\n" +
-         "  %7: float32[" + n + ", 8, 40, 40] = relu(%6) {}\n" +
+         "  %5: float32[" + n + ", 8, 40, 40] = conv2d(%0, %1, _)" + conv + "  %6: float32[" + n +
+         ", 8, 40, 40] = mul(%5, %3) {}\n" + "  %7: float32[" + n + ", 8, 40, 40] = relu(%6) {}\n" +
          "  %8, %9: float32[" + n + ", 8, 20, 20], int64[" + n + ", 8, 20, 20]" + pool("%7") +
-         "  %10: float32[" + n + ", 16, 20, 20] = conv2d(%8, %2, _)" + conv +
-         "  %11: float32[" + n + ", 16, 20, 20] = mul(%10, %4) {}\n" +
-         "  %12: float32[" + n + ", 16, 20, 20] = relu(%11) {}\n" +
-         "  %13, %14: float32[" + n + ", 16, 10, 10], int64[" + n + ", 16, 10, 10]" + pool("%12") +
-         "  %15: float32[" + n + ", 1600] = view(%13) {shape=[" + n + ", 1600]}\n" +
-         "  %16: float32[" + n + ", 1600] = tanh(%15) {}\n  return %16\n}";
+         "  %10: float32[" + n + ", 16, 20, 20] = conv2d(%8, %2, _)" + conv + "  %11: float32[" +
+         n + ", 16, 20, 20] = mul(%10, %4) {}\n" + "  %12: float32[" + n +
+         ", 16, 20, 20] = relu(%11) {}\n" + "  %13, %14: float32[" + n + ", 16, 10, 10], int64[" +
+         n + ", 16, 10, 10]" + pool("%12") + "  %15: float32[" + n +
+         ", 1600] = view(%13) {shape=[" + n + ", 1600]}\n" + "  %16: float32[" + n +
+         ", 1600] = tanh(%15) {}\n  return %16\n}";
 }
 
 // The convolutions, their epilogues and the poolings run as one image chain: block of images

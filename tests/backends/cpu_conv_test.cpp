@@ -33,10 +33,22 @@ int64_t output_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
 
 Conv2dShape make_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc, int64_t groups,
                        int64_t kh, int64_t kw, int64_t s, int64_t ph, int64_t pw, int64_t d) {
-  return {.batch = n, .channels = c, .height = h, .width = w, .out_channels = oc,
-          .groups = groups, .kernel_h = kh, .kernel_w = kw, .stride_h = s, .stride_w = s,
-          .pad_h = ph, .pad_w = pw, .dilation_h = d, .dilation_w = d,
-          .out_h = output_size(h, kh, s, ph, d), .out_w = output_size(w, kw, s, pw, d)};
+  return {.batch = n,
+          .channels = c,
+          .height = h,
+          .width = w,
+          .out_channels = oc,
+          .groups = groups,
+          .kernel_h = kh,
+          .kernel_w = kw,
+          .stride_h = s,
+          .stride_w = s,
+          .pad_h = ph,
+          .pad_w = pw,
+          .dilation_h = d,
+          .dilation_w = d,
+          .out_h = output_size(h, kh, s, ph, d),
+          .out_w = output_size(w, kw, s, pw, d)};
 }
 
 std::vector<double> naive(const Conv2dShape& s, const std::vector<float>& x,
@@ -66,10 +78,10 @@ std::vector<double> naive(const Conv2dShape& s, const std::vector<float>& x,
 void check(const Conv2dShape& s, std::string_view isa, bool with_bias, int threads) {
   SCOPED_TRACE(::testing::Message()
                << isa << " n=" << s.batch << " c=" << s.channels << " " << s.height << "x"
-               << s.width << " oc=" << s.out_channels << " groups=" << s.groups << " k="
-               << s.kernel_h << "x" << s.kernel_w << " stride=" << s.stride_h << " pad=" << s.pad_h
-               << "," << s.pad_w << " dilation=" << s.dilation_h << (with_bias ? " bias" : "")
-               << " threads=" << threads);
+               << s.width << " oc=" << s.out_channels << " groups=" << s.groups
+               << " k=" << s.kernel_h << "x" << s.kernel_w << " stride=" << s.stride_h
+               << " pad=" << s.pad_h << "," << s.pad_w << " dilation=" << s.dilation_h
+               << (with_bias ? " bias" : "") << " threads=" << threads);
   ScopedThreads scope(threads);
   const std::vector<float> x = random_values(s.batch * s.channels * s.height * s.width, 1);
   const std::vector<float> w = random_values(s.out_channels * s.depth(), 2);
@@ -77,8 +89,8 @@ void check(const Conv2dShape& s, std::string_view isa, bool with_bias, int threa
   const float* b = with_bias ? bias.data() : nullptr;
   const int64_t size = s.batch * s.out_channels * s.out_h * s.out_w;
   std::vector<float> out(static_cast<size_t>(size + 16), -7.0f);  // 16 guard values after
-  PackedConvWeights packed(w.data(), s.out_channels, s.groups, s.channels / s.groups,
-                           s.kernel_h, s.kernel_w, isa);
+  PackedConvWeights packed(w.data(), s.out_channels, s.groups, s.channels / s.groups, s.kernel_h,
+                           s.kernel_w, isa);
   conv2d(s, x.data(), packed, b, out.data());
   const std::vector<double> ref = naive(s, x, w, b);
   const double tol = 1e-5 * (1.0 + std::sqrt(double(s.depth())));
@@ -155,6 +167,41 @@ TEST(CpuConv, EpilogueSeesEachImageOnceWhenFinal) {
       }
 }
 
+// A bias, a per-channel scale and shift and a ReLU in the store (an eval batch_norm and its
+// activation), on both orientations (shallow and tiled) and with groups.
+TEST(CpuConv, OutputTransformMatchesItsDefinition) {
+  const std::vector<std::string> isas = families();
+  if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: no direct kernels";
+  for (const std::string& isa : isas)
+    for (const Conv2dShape& s : {make_shape(2, 1, 9, 21, 11, 1, 3, 3, 1, 1, 1, 1),
+                                 make_shape(2, 12, 7, 9, 20, 2, 3, 3, 1, 1, 1, 1)}) {
+      SCOPED_TRACE(::testing::Message() << isa << " depth=" << s.depth());
+      const std::vector<float> x = random_values(s.batch * s.channels * s.height * s.width, 7);
+      const std::vector<float> w = random_values(s.out_channels * s.depth(), 8);
+      const std::vector<float> bias = random_values(s.out_channels, 9);
+      const std::vector<float> scale = random_values(s.out_channels, 10);
+      const std::vector<float> shift = random_values(s.out_channels, 11);
+      PackedConvWeights packed(w.data(), s.out_channels, s.groups, s.channels / s.groups,
+                               s.kernel_h, s.kernel_w, isa);
+      ConvOutput output(bias.data());
+      output.scale = scale.data();
+      output.shift = shift.data();
+      output.relu = true;
+      std::vector<float> out(static_cast<size_t>(s.batch * s.out_channels * s.out_h * s.out_w));
+      conv2d(s, x.data(), packed, output, out.data());
+      const std::vector<double> ref = naive(s, x, w, bias.data());
+      const int64_t plane = s.out_h * s.out_w;
+      int64_t zeros = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const int64_t c = static_cast<int64_t>(i) / plane % s.out_channels;
+        const double want = std::max(0.0, ref[i] * scale[c] + shift[c]);
+        zeros += want == 0.0;
+        ASSERT_NEAR(out[i], want, 1e-4) << i;
+      }
+      EXPECT_GT(zeros, 0) << "the ReLU never clipped: the test shows nothing";
+    }
+}
+
 TEST(CpuConv, MismatchedWeightsAreAnError) {
   const std::vector<std::string> isas = families();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: no direct kernels";
@@ -168,9 +215,8 @@ TEST(CpuConv, MismatchedWeightsAreAnError) {
 
 TEST(CpuConv, GenericFamilyHasNoDirectKernel) {
   EXPECT_FALSE(has_direct_conv("generic"));
-  kiln::expect_error(
-      [] { PackedConvWeights(nullptr, 1, 1, 1, 1, 1, "generic"); },
-      {"[conv2d]", "generic", "no direct-convolution kernels", "Fix:"});
+  kiln::expect_error([] { PackedConvWeights(nullptr, 1, 1, 1, 1, 1, "generic"); },
+                     {"[conv2d]", "generic", "no direct-convolution kernels", "Fix:"});
 }
 
 // The eager op (float32 through the direct kernel, float64 through im2col) agrees with the

@@ -4,14 +4,13 @@
 // embedding's padding row, and second derivatives (double backward) by finite differences.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
 #include <cmath>
 #include <functional>
 #include <limits>
 
 #include "kiln/kiln.h"
 #include "kiln/ops/nn.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -430,7 +429,8 @@ TEST(NnErrors, Conv2d) {
 // every path: the vector 2x2 row (float32), the scalar tiled rows (float64, 3x3) and the
 // general tap loop (a window that overlaps its neighbours).
 TEST(NnFunctional, MaxPoolNaNAndMinusInfinity) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   for (DType dtype : {kFloat32, kFloat64}) {
     // One 4x6 plane: window (0,0) holds two NaNs, window (0,1) only -inf, window (1,2) a NaN
     // after its maximum.

@@ -180,7 +180,8 @@ std::vector<OpCase> cases() {
   // last row and column no window reads, ties between integer inputs (first maximum wins).
   for (auto [label, kernel, runs] :
        std::vector<std::tuple<std::string, int64_t, std::vector<std::vector<Input>>>>{
-           {"tiled_2x2", 2,
+           {"tiled_2x2",
+            2,
             {{{{1, 2, 4, 6}}}, {{{2, 3, 7, 9}}}, {{{1, 2, 6, 70}}}, {{{2, 4, 8, 34}, Gen::Int}}}},
            {"tiled_3x3", 3, {{{{1, 2, 9, 10}}}, {{{2, 3, 6, 13}, Gen::Int}}}}}) {
     Window w{{kernel, kernel}, {kernel, kernel}, {0, 0}};

@@ -22,8 +22,8 @@ bool PackedConv::applies(const Tensor& x, const Tensor& w, const Tensor& bias, c
   if (!x.defined() || !w.defined() || !out.defined() || x.dim() != 4 || w.dim() != 4) return false;
   if (!dense_float(x) || !dense_float(w) || !dense_float(out)) return false;
   if (bias.defined() && !dense_float(bias)) return false;
-  const bool pointwise = w.size(2) == 1 && w.size(3) == 1 && a.stride[0] == 1 &&
-                         a.stride[1] == 1 && a.padding[0] == 0 && a.padding[1] == 0;
+  const bool pointwise = w.size(2) == 1 && w.size(3) == 1 && a.stride[0] == 1 && a.stride[1] == 1 &&
+                         a.padding[0] == 0 && a.padding[1] == 0;
   return !pointwise && gemm::has_direct_conv();
 }
 
@@ -41,12 +41,15 @@ void PackedConv::repack_if_changed(const Tensor& w, const ops::Conv2dAttrs& a) {
 
 void PackedConv::run(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
                      const ops::Conv2dAttrs& a, const gemm::ImageEpilogue& epilogue) {
+  run(x, w, out, a, gemm::ConvOutput(bias.defined() ? bias.data_ptr<float>() : nullptr), epilogue);
+}
+
+void PackedConv::run(const Tensor& x, const Tensor& w, const Tensor& out, const ops::Conv2dAttrs& a,
+                     const gemm::ConvOutput& output, const gemm::ImageEpilogue& epilogue) {
   repack_if_changed(w, a);
-  const gemm::Conv2dShape shape =
-      gemm::conv2d_shape(x.sizes(), w.sizes(), out.sizes(), a.stride, a.padding, a.dilation,
-                         a.groups);
-  gemm::conv2d(shape, x.data_ptr<float>(), *packed_,
-               bias.defined() ? bias.data_ptr<float>() : nullptr, out.data_ptr<float>(), epilogue);
+  const gemm::Conv2dShape shape = gemm::conv2d_shape(x.sizes(), w.sizes(), out.sizes(), a.stride,
+                                                     a.padding, a.dilation, a.groups);
+  gemm::conv2d(shape, x.data_ptr<float>(), *packed_, output, out.data_ptr<float>(), epilogue);
 }
 
 }  // namespace kiln::cpu

@@ -27,6 +27,9 @@ class PackedConv {
   void prepare(const Tensor& w, const ops::Conv2dAttrs& attrs) { repack_if_changed(w, attrs); }
   void run(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
            const ops::Conv2dAttrs& attrs, const gemm::ImageEpilogue& epilogue = nullptr);
+  // The same through `output` (its bias, a per-channel affine and a ReLU in the store).
+  void run(const Tensor& x, const Tensor& w, const Tensor& out, const ops::Conv2dAttrs& attrs,
+           const gemm::ConvOutput& output, const gemm::ImageEpilogue& epilogue = nullptr);
   int64_t packs() const { return packs_; }  // times the weight was packed (for tests)
 
  private:

@@ -3,10 +3,12 @@
 #include "kiln/cpu_exec/plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/pool.h"
@@ -152,6 +154,9 @@ struct Plan::Step {
   // A conv2d by a float32 weight of the model's state: likewise (the direct convolution).
   std::unique_ptr<PackedConv> packed_conv;
   int chain = -1;  // the image chain (chains_) that starts at this step, or -1
+  // A conv2d whose epilogue group is x [* scale] [+ shift] [relu] with per-channel operands:
+  // the convolution's store applies it (gemm::ConvOutput) and the group's kernel never runs.
+  std::optional<ChannelEpilogue> in_store;
 };
 
 // A run of per-image units, each reading the previous one's result: a conv2d through the
@@ -176,6 +181,71 @@ struct Plan::Chain {
 
 Plan::Plan(const ir::Graph& graph) : graph_(graph) {}
 
+std::optional<Plan::ChannelEpilogue> Plan::match_channel_epilogue(const Step& conv,
+                                                                  const Step& group) {
+  if (!group.fused || group.node->regions.size() != 1 || group.outputs.size() != 1)
+    return std::nullopt;
+  const ir::Type& out = conv.node->outputs[0]->type;
+  if (out.dtype != DType::Float32 || out.shape.size() != 4 || group.node->outputs[0]->type != out)
+    return std::nullopt;
+  const ir::Graph& region = *group.node->regions[0];
+  const auto& params = region.inputs();
+  if (params.size() != group.inputs.size()) return std::nullopt;
+  const ir::Value* current = nullptr;
+  for (size_t k = 0; k < params.size(); ++k)
+    if (group.inputs[k] == conv.outputs[0]) current = params[k].value;
+  // A per-channel operand: [C, 1, 1] or [1, C, 1, 1] float32.
+  auto channel_operand = [&](const ir::Value* v) -> int {
+    for (size_t k = 0; k < params.size(); ++k) {
+      if (params[k].value != v || group.inputs[k] == conv.outputs[0]) continue;
+      const ir::Type& t = group.node->inputs[k]->type;
+      const int64_t c = out.shape[1];
+      const bool per_channel = t.shape == Shape{c, 1, 1} || t.shape == Shape{1, c, 1, 1};
+      return t.dtype == DType::Float32 && per_channel ? static_cast<int>(k) : -1;
+    }
+    return -1;
+  };
+  ChannelEpilogue e;
+  int stage = 0;  // 1: scaled, 2: shifted, 3: clipped
+  for (const auto& node : region.nodes()) {
+    if (!current || node->outputs.size() != 1 || node->outputs[0]->type != out) return std::nullopt;
+    const auto& in = node->inputs;
+    auto other = [&]() -> const ir::Value* {
+      if (in.size() != 2) return nullptr;
+      return in[0] == current ? in[1] : in[1] == current ? in[0] : nullptr;
+    };
+    if (node->op == &ops::mul && stage < 1 && (e.scale = channel_operand(other())) >= 0) {
+      stage = 1;
+    } else if (node->op == &ops::add && stage < 2 && (e.shift = channel_operand(other())) >= 0) {
+      stage = 2;
+    } else if (node->op == &ops::relu && stage < 3 && in.size() == 1 && in[0] == current) {
+      e.relu = true;
+      stage = 3;
+    } else {
+      return std::nullopt;
+    }
+    current = node->outputs[0];
+  }
+  const auto& yields = region.outputs();
+  if (stage == 0 || yields.size() != 1 || yields[0].value != current) return std::nullopt;
+  return e;
+}
+
+gemm::ConvOutput Plan::conv_output(const Step& conv, const Step* group) const {
+  gemm::ConvOutput o;
+  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0)
+    o.bias = slots_[conv.inputs[2]].data_ptr<float>();
+  if (!conv.in_store || !group) return o;
+  const ChannelEpilogue& e = *conv.in_store;
+  auto operand = [&](int k) {
+    return k < 0 ? nullptr : slots_[group->inputs[static_cast<size_t>(k)]].data_ptr<float>();
+  };
+  o.scale = operand(e.scale);
+  o.shift = operand(e.shift);
+  o.relu = e.relu;
+  return o;
+}
+
 int Plan::epilogue_distance(const std::vector<Step>& steps, size_t s,
                             const std::vector<int>& last_use) {
   const Step& mm = steps[s];
@@ -186,8 +256,7 @@ int Plan::epilogue_distance(const std::vector<Step>& steps, size_t s,
   int distance = 1;
   int read = product;
   const Step& after = steps[s + 1];
-  if (!conv && after.node->op == &ops::view && after.inputs[0] == product &&
-      s + 2 < steps.size()) {
+  if (!conv && after.node->op == &ops::view && after.inputs[0] == product && s + 2 < steps.size()) {
     distance = 2;
     read = after.outputs[0];
   }
@@ -195,6 +264,7 @@ int Plan::epilogue_distance(const std::vector<Step>& steps, size_t s,
   const Step& next = steps[s + distance];
   const int group = static_cast<int>(s) + distance;
   if (!next.fused || last_use[read] != group || last_use[product] != group) return 0;
+  if (conv && match_channel_epilogue(mm, next)) return 1;  // the store applies it
   const Shape& shape = steps[s + distance - 1].node->outputs[0]->type.shape;
   if (!is_epilogue_pair(mm, next, shape)) return 0;
   return distance;
@@ -297,9 +367,8 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
         node->inputs[1]->type.dtype == DType::Float32 && model_state[node->inputs[1]->id])
       step.packed = std::make_unique<PackedMatmul>();
     if (node->op == &ops::conv2d && node->inputs.size() >= 2 && node->inputs[1] &&
-        node->inputs[1]->type.shape.size() == 4 &&
-        node->inputs[1]->type.dtype == DType::Float32 && model_state[node->inputs[1]->id] &&
-        !ir::attrs_hold_symbols(*node->attrs))
+        node->inputs[1]->type.shape.size() == 4 && node->inputs[1]->type.dtype == DType::Float32 &&
+        model_state[node->inputs[1]->id] && !ir::attrs_hold_symbols(*node->attrs))
       step.packed_conv = std::make_unique<PackedConv>();
     step.attrs = node->attrs->clone();
     step.reseed = node->op->reseed != nullptr;
@@ -345,6 +414,8 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
   for (size_t s = 0; s + 1 < steps.size(); ++s) {
     int distance = epilogue_distance(steps, s, last_use);
     plan->steps_[s].epilogue_distance = distance;
+    if (distance == 1 && plan->steps_[s].packed_conv)
+      plan->steps_[s].in_store = match_channel_epilogue(steps[s], steps[s + 1]);
     if (distance) epilogue_of[s + static_cast<size_t>(distance)] = static_cast<int>(s);
   }
   // Outputs the kernel may leave out (OpDef::optional_outputs) that nothing reads get no
@@ -384,7 +455,7 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       value.id = id;
       // An epilogue's results are written while its matmul still reads its operands.
       bool epilogue = epilogue_of[s] >= 0 || chain_def[id] >= 0;
-      value.lifetime.def = chain_def[id] >= 0 ? chain_def[id]
+      value.lifetime.def = chain_def[id] >= 0    ? chain_def[id]
                            : epilogue_of[s] >= 0 ? epilogue_of[s]
                                                  : static_cast<int>(s);
       value.lifetime.last_use = last_use[id];
@@ -468,9 +539,9 @@ void Plan::run_step(Step& step, const ir::SymbolValues& symbols) {
       for (Tensor& r : results) r = Tensor();
     } else {
       for (size_t k = 0; k < results.size(); ++k)
-        results[k] = step.skip[k] ? Tensor()
-                                  : buffer_for(results[k], types[k].shape, types[k].dtype,
-                                               step.reuse[k]);
+        results[k] = step.skip[k]
+                         ? Tensor()
+                         : buffer_for(results[k], types[k].shape, types[k].dtype, step.reuse[k]);
     }
     KernelCall call{op, TensorSpan(args.data(), args.size()), *step.attrs,
                     std::span<Tensor>(results.data(), results.size()), types};
@@ -557,7 +628,8 @@ bool Plan::run_packed_matmul(Step& mm, const Tensor& x, const Tensor& w, Tensor&
 bool Plan::run_packed_conv(Step& conv, std::span<const Tensor> args, Tensor& out,
                            const ir::SymbolValues& symbols, const gemm::ImageEpilogue& epilogue) {
   Shape shape;
-  for (int64_t s : conv.node->outputs[0]->type.shape) shape.push_back(ir::substitute_size(s, symbols));
+  for (int64_t s : conv.node->outputs[0]->type.shape)
+    shape.push_back(ir::substitute_size(s, symbols));
   Tensor result = buffer_for(out, shape, DType::Float32, conv.reuse[0]);
   const Tensor bias = args.size() > 2 ? args[2] : Tensor();
   const auto& attrs = static_cast<const ops::Conv2dAttrs&>(*conv.attrs);
@@ -650,6 +722,17 @@ bool Plan::run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolVa
       !PackedConv::applies(args[0], args[1], bias, out,
                            static_cast<const ops::Conv2dAttrs&>(*conv.attrs)))
     return false;  // the two steps run one by one
+  if (conv.in_store) {
+    // The store applies the group: the convolution writes the group's result.
+    Tensor result = buffer_for(shared_tensors_[epilogue.outputs[0]], Shape(out.sizes()),
+                               DType::Float32, epilogue.reuse[0]);
+    if (!result.is_contiguous() || result.size(0) != out.size(0)) return false;
+    conv.packed_conv->run(args[0], args[1], result,
+                          static_cast<const ops::Conv2dAttrs&>(*conv.attrs),
+                          conv_output(conv, &epilogue));
+    slots_[epilogue.outputs[0]] = std::move(result);
+    return true;
+  }
   slots_[conv.outputs[0]] = out;
   SmallVector<Tensor, 8> operands;
   for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
@@ -752,8 +835,10 @@ void Plan::find_chains(const std::vector<bool>& escapes, const std::vector<int>&
         bytes += numel(t->shape) / chain.batch * static_cast<int64_t>(itemsize(t->dtype));
       }
     }
-    chain.block = std::clamp<int64_t>(kChainBlockBytes / std::max<int64_t>(bytes, 1), 1, chain.batch);
-    for (int id : chain.internal) chain_of_value_[static_cast<size_t>(id)] = static_cast<int>(chains_.size());
+    chain.block =
+        std::clamp<int64_t>(kChainBlockBytes / std::max<int64_t>(bytes, 1), 1, chain.batch);
+    for (int id : chain.internal)
+      chain_of_value_[static_cast<size_t>(id)] = static_cast<int>(chains_.size());
     chains_.push_back(std::move(chain));
   }
 }
@@ -764,8 +849,10 @@ bool Plan::run_chain(const Chain& chain, const ir::SymbolValues& symbols) {
   for (const ChainUnit& u : chain.units) {
     Step& step = steps_[u.step];
     if (!step.packed_conv) continue;
-    const Tensor x = u.input == chain.units.front().input ? slots_[u.input] : shared_tensors_[u.input];
-    const Tensor bias = step.inputs.size() > 2 && step.inputs[2] >= 0 ? slots_[step.inputs[2]] : Tensor();
+    const Tensor x =
+        u.input == chain.units.front().input ? slots_[u.input] : shared_tensors_[u.input];
+    const Tensor bias =
+        step.inputs.size() > 2 && step.inputs[2] >= 0 ? slots_[step.inputs[2]] : Tensor();
     const auto& attrs = static_cast<const ops::Conv2dAttrs&>(*step.attrs);
     Tensor probe = shared_tensors_[step.outputs[0]];
     if (!x.defined() || !PackedConv::applies(x, slots_[step.inputs[1]], bias, probe, attrs))
@@ -775,9 +862,10 @@ bool Plan::run_chain(const Chain& chain, const ir::SymbolValues& symbols) {
   const ChainUnit& end = chain.units.back();
   const Step& last_step = steps_[end.step + (end.epilogue ? 1 : 0)];
   Shape full;
-  for (int64_t s : last_step.node->outputs[0]->type.shape) full.push_back(ir::substitute_size(s, symbols));
-  Tensor result = buffer_for(shared_tensors_[end.output], full, last_step.node->outputs[0]->type.dtype,
-                             last_step.reuse[0]);
+  for (int64_t s : last_step.node->outputs[0]->type.shape)
+    full.push_back(ir::substitute_size(s, symbols));
+  Tensor result = buffer_for(shared_tensors_[end.output], full,
+                             last_step.node->outputs[0]->type.dtype, last_step.reuse[0]);
   const auto is_internal = [&](int id) {
     return std::find(chain.internal.begin(), chain.internal.end(), id) != chain.internal.end();
   };
@@ -787,21 +875,22 @@ bool Plan::run_chain(const Chain& chain, const ir::SymbolValues& symbols) {
         const int64_t n1 = std::min(chain.batch, n0 + chain.block), count = n1 - n0;
         // An internal value: this lane's block; the chain's result: its rows.
         auto block_of = [&](int id) {
-          return is_internal(id) ? rows_of(shared_tensors_[id], lane * chain.block,
-                                           lane * chain.block + count)
-                                 : rows_of(result, n0, n1);
+          return is_internal(id)
+                     ? rows_of(shared_tensors_[id], lane * chain.block, lane * chain.block + count)
+                     : rows_of(result, n0, n1);
         };
         Tensor current = rows_of(slots_[chain.units.front().input], n0, n1);
         for (const ChainUnit& u : chain.units) {
           Step& step = steps_[u.step];
           if (step.packed_conv) {
-            Tensor conv = u.epilogue ? block_of(step.outputs[0]) : block_of(u.output);
-            const Tensor bias =
-                step.inputs.size() > 2 && step.inputs[2] >= 0 ? slots_[step.inputs[2]] : Tensor();
-            step.packed_conv->run(current, slots_[step.inputs[1]], bias, conv,
-                                  static_cast<const ops::Conv2dAttrs&>(*step.attrs));
+            const bool group_in_store = u.epilogue && step.in_store;
+            Tensor conv =
+                u.epilogue && !group_in_store ? block_of(step.outputs[0]) : block_of(u.output);
+            step.packed_conv->run(current, slots_[step.inputs[1]], conv,
+                                  static_cast<const ops::Conv2dAttrs&>(*step.attrs),
+                                  conv_output(step, u.epilogue ? &steps_[u.step + 1] : nullptr));
             current = conv;
-            if (u.epilogue) {
+            if (u.epilogue && !group_in_store) {
               const Step& group = steps_[u.step + 1];
               SmallVector<Tensor, 8> operands;
               for (int id : group.inputs)

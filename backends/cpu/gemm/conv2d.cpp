@@ -1,7 +1,7 @@
 // The direct convolution driver: weight packing, the zero-padded input, the shared depth
 // offsets, and the split into (image, group, pixel block) tasks. Each task runs the
 // micro-kernel over strips of pixels into a thread-local [pixels x channels] tile, then
-// has the kernel's store write the tile into the NCHW output with the bias.
+// has the kernel's store write the tile into the NCHW output through ConvOutput.
 #include "kiln/cpu_gemm/conv2d.h"
 
 #include <algorithm>
@@ -41,7 +41,7 @@ const ConvMicroKernel& kernel_for(std::string_view isa, int64_t channels) {
   return *best;
 }
 
-constexpr int kMaxRows = 16;      // the largest mr of any conv micro-kernel
+constexpr int kMaxRows = 16;        // the largest mr of any conv micro-kernel
 constexpr int64_t kMaxBlock = 512;  // pixels per task: a tile of at most 512 x 64 floats
 
 // x zero-padded to [batch, channels, height + 2 pad_h, width + 2 pad_w], or x itself.
@@ -72,11 +72,22 @@ const float* padded_input(const Conv2dShape& s, const float* x, Tensor& storage)
 
 Conv2dShape conv2d_shape(IntList x, IntList w, IntList out, IntList stride, IntList padding,
                          IntList dilation, int64_t groups) {
-  return {.batch = x[0], .channels = x[1], .height = x[2], .width = x[3],
-          .out_channels = w[0], .groups = groups, .kernel_h = w[2], .kernel_w = w[3],
-          .stride_h = stride[0], .stride_w = stride[1], .pad_h = padding[0],
-          .pad_w = padding[1], .dilation_h = dilation[0], .dilation_w = dilation[1],
-          .out_h = out[2], .out_w = out[3]};
+  return {.batch = x[0],
+          .channels = x[1],
+          .height = x[2],
+          .width = x[3],
+          .out_channels = w[0],
+          .groups = groups,
+          .kernel_h = w[2],
+          .kernel_w = w[3],
+          .stride_h = stride[0],
+          .stride_w = stride[1],
+          .pad_h = padding[0],
+          .pad_w = padding[1],
+          .dilation_h = dilation[0],
+          .dilation_w = dilation[1],
+          .out_h = out[2],
+          .out_w = out[3]};
 }
 
 bool has_direct_conv(std::string_view isa) {
@@ -84,8 +95,8 @@ bool has_direct_conv(std::string_view isa) {
 }
 
 PackedConvWeights::PackedConvWeights(const float* w, int64_t out_channels, int64_t groups,
-                                     int64_t channels_per_group, int64_t kernel_h,
-                                     int64_t kernel_w, std::string_view isa)
+                                     int64_t channels_per_group, int64_t kernel_h, int64_t kernel_w,
+                                     std::string_view isa)
     : out_channels_(out_channels),
       groups_(groups),
       channels_per_group_(channels_per_group),
@@ -127,7 +138,7 @@ namespace {
 struct ConvRun {
   const Conv2dShape& s;
   const PackedConvWeights& w;
-  const float* bias;
+  const ConvOutput& output;
   float* out;
   const float* xp = nullptr;  // x, zero-padded when the convolution pads
   int64_t Hp, Wp, P, block = 0, blocks = 0;
@@ -135,10 +146,10 @@ struct ConvRun {
   Tensor padding_storage;
 
   ConvRun(const Conv2dShape& shape, const float* x, const PackedConvWeights& weights,
-          const float* b, float* o, int64_t images_at_once)
+          const ConvOutput& o_, float* o, int64_t images_at_once)
       : s(shape),
         w(weights),
-        bias(b),
+        output(o_),
         out(o),
         Hp(shape.height + 2 * shape.pad_h),
         Wp(shape.width + 2 * shape.pad_w),
@@ -173,9 +184,8 @@ struct ConvRun {
           const int64_t image = t / cblocks, n = image / G, g = image % G;
           const int64_t oc = g * OCg + (t % cblocks) * kChannels;
           const int64_t channels = std::min(kChannels, (g + 1) * OCg - oc);
-          kernel.shallow(xp + (n * s.channels + g * Cg) * Hp * Wp, Wp, s.stride_h * Wp,
-                         offsets.data(), w.depth(), w.rows() + oc * w.depth(),
-                         bias ? bias + oc : nullptr, channels,
+          kernel.shallow(xp + (n * s.channels + g * Cg) * Hp * Wp, s.stride_h * Wp, offsets.data(),
+                         w.depth(), w.rows() + oc * w.depth(), output.from(oc), channels,
                          out + (n * s.out_channels + oc) * P, s.out_h, s.out_w);
         }
       });
@@ -186,8 +196,8 @@ struct ConvRun {
       thread_local std::vector<float> tile;
       tile.resize(static_cast<size_t>(block * width));
       const int64_t depth = w.depth();
-      const int64_t depth_blocks = ceil_div(depth * nr * static_cast<int64_t>(sizeof(float)),
-                                            kPanelBlockBytes);
+      const int64_t depth_blocks =
+          ceil_div(depth * nr * static_cast<int64_t>(sizeof(float)), kPanelBlockBytes);
       const int64_t depth_block = ceil_div(depth, depth_blocks);
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t image = t / blocks, n = image / G, g = image % G;
@@ -212,7 +222,7 @@ struct ConvRun {
                          tile.data() + (p - p0) * width + panel * nr, width, k0 > 0);
             }
           }
-        kernel.store(p1 - p0, OCg, tile.data(), width, bias ? bias + g * OCg : nullptr,
+        kernel.store(p1 - p0, OCg, tile.data(), width, output.from(g * OCg),
                      out + (n * s.out_channels + g * OCg) * P + p0, P);
       }
     });
@@ -225,8 +235,8 @@ constexpr int64_t kEpilogueBlockBytes = 256 * 1024;
 
 }  // namespace
 
-void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w, const float* bias,
-            float* out, const ImageEpilogue& epilogue) {
+void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w,
+            const ConvOutput& output, float* out, const ImageEpilogue& epilogue) {
   KILN_CHECK(w.fits(s), "[conv2d] the packed weights are not those of this convolution (",
              s.out_channels, " output channels, ", s.channels, " input channels in ", s.groups,
              " groups, kernel ", s.kernel_h, "x", s.kernel_w,
@@ -239,15 +249,15 @@ void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w, co
   }
   const int64_t threads = num_threads();
   if (!epilogue || s.batch < 2) {
-    ConvRun(s, x, w, bias, out, s.batch).images(0, s.batch);
+    ConvRun(s, x, w, output, out, s.batch).images(0, s.batch);
     if (epilogue) epilogue(0, s.batch);
     return;
   }
   // Whole images per task, each task's epilogue right after its images.
   const int64_t image_bytes = s.out_channels * P * static_cast<int64_t>(sizeof(float));
-  const int64_t per_block = std::clamp<int64_t>(kEpilogueBlockBytes / image_bytes, 1,
-                                                ceil_div(s.batch, threads));
-  const ConvRun run(s, x, w, bias, out, per_block);
+  const int64_t per_block =
+      std::clamp<int64_t>(kEpilogueBlockBytes / image_bytes, 1, ceil_div(s.batch, threads));
+  const ConvRun run(s, x, w, output, out, per_block);
   parallel_for(0, ceil_div(s.batch, per_block), 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t n0 = b * per_block, n1 = std::min(s.batch, n0 + per_block);

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kiln/cpu_gemm/conv2d.h"
+
 namespace kiln::cpu::gemm {
 
 struct ConvMicroKernel {
@@ -20,20 +22,20 @@ struct ConvMicroKernel {
   // stored.
   void (*run)(int64_t rows, const float* const* pixels, const int64_t* offsets, int64_t depth,
               const float* panel, float* c, int64_t ldc, bool accumulate);
-  // The transposed write of a [pixels x width] tile into NCHW rows, with the bias:
-  // dst[j * ld + i] = tile[i * width + j] (+ bias[j] when not null), i < pixels, j < channels.
-  // Gathers down the tile's columns: the scalar loop cost half as much as the products.
+  // The transposed write of a [pixels x width] tile into NCHW rows through `output`:
+  // dst[j * ld + i] = output(tile[i * width + j]) for channel j, i < pixels, j < channels.
+  // A register transpose: the scalar loop cost half as much as the products.
   void (*store)(int64_t pixels, int64_t channels, const float* tile, int64_t width,
-                const float* bias, float* dst, int64_t ld);
+                const ConvOutput& output, float* dst, int64_t ld);
   // For shallow depths (a first layer's few input channels) with a column stride of 1, the
   // other orientation: vectors along output rows, broadcasting the weights, stored straight
   // into NCHW rows (the tile's transpose would cost more than the products). Computes
   // out[oc * OH * OW + oh * OW + ow] for oc < channels, oh < OH, ow < OW from the padded
-  // plane (rows Wp apart, output row oh starting at plane + oh * row_step) and w[oc * depth +
-  // k], plus bias[oc] when not null. Null: the family has none.
-  void (*shallow)(const float* plane, int64_t Wp, int64_t row_step, const int64_t* offsets,
-                  int64_t depth, const float* w, const float* bias, int64_t channels,
-                  float* out, int64_t OH, int64_t OW);
+  // plane (output row oh starting at plane + oh * row_step) and w[oc * depth + k], through
+  // `output`. Null: the family has none.
+  void (*shallow)(const float* plane, int64_t row_step, const int64_t* offsets, int64_t depth,
+                  const float* w, const ConvOutput& output, int64_t channels, float* out,
+                  int64_t OH, int64_t OW);
 };
 
 // The depth up to which `shallow` runs instead of `run` (bench_gemm's conv rows).

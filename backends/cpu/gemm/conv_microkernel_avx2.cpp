@@ -42,7 +42,8 @@ void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int6
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
       float* dst = c + i * ldc + 8 * v;
-      _mm256_storeu_ps(dst, accumulate ? _mm256_add_ps(acc[i][v], _mm256_loadu_ps(dst)) : acc[i][v]);
+      _mm256_storeu_ps(dst,
+                       accumulate ? _mm256_add_ps(acc[i][v], _mm256_loadu_ps(dst)) : acc[i][v]);
     }
   }
 }
@@ -72,8 +73,25 @@ void transpose_8x8(__m256 r[8]) {
   }
 }
 
+// v through channel c's bias, scale, shift and ReLU (ConvOutput).
+__m256 finish(__m256 v, const ConvOutput& o, int64_t c) {
+  if (o.bias) v = _mm256_add_ps(v, _mm256_set1_ps(o.bias[c]));
+  if (o.scale) v = _mm256_mul_ps(v, _mm256_set1_ps(o.scale[c]));
+  if (o.shift) v = _mm256_add_ps(v, _mm256_set1_ps(o.shift[c]));
+  if (o.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());  // NaN and -0 -> +0, as relu
+  return v;
+}
+
+float finish(float v, const ConvOutput& o, int64_t c) {
+  if (o.bias) v += o.bias[c];
+  if (o.scale) v *= o.scale[c];
+  if (o.shift) v += o.shift[c];
+  if (o.relu) v = v > 0.0f ? v : 0.0f;
+  return v;
+}
+
 void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
-           const float* bias, float* dst, int64_t ld) {
+           const ConvOutput& output, float* dst, int64_t ld) {
   int64_t i = 0;
   for (; i + 8 <= pixels; i += 8)
     for (int64_t j = 0; j < channels; j += 8) {
@@ -83,23 +101,20 @@ void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
       transpose_8x8(r);
       const int64_t m = channels - j < 8 ? channels - j : 8;
       for (int64_t q = 0; q < m; ++q) {
-        const __m256 v = bias ? _mm256_add_ps(r[q], _mm256_set1_ps(bias[j + q])) : r[q];
-        _mm256_storeu_ps(dst + (j + q) * ld + i, v);
+        _mm256_storeu_ps(dst + (j + q) * ld + i, finish(r[q], output, j + q));
       }
     }
   for (; i < pixels; ++i)
-    for (int64_t j = 0; j < channels; ++j)
-      dst[j * ld + i] = tile[i * width + j] + (bias ? bias[j] : 0.0f);
+    for (int64_t j = 0; j < channels; ++j) dst[j * ld + i] = finish(tile[i * width + j], output, j);
 }
 
 // The shallow orientation (conv_microkernel.h): eight output channels by two vectors of 8
 // output columns, 16 accumulators. Columns past the row's end are masked out of the loads
 // (vmaskmovps does not fault on them) and the row's tail is stored element by element
 // (AVX2's masked stores are slow on AMD's cores).
-void shallow(const float* plane, int64_t Wp, int64_t row_step, const int64_t* offsets,
-             int64_t depth, const float* w, const float* bias, int64_t channels, float* out,
-             int64_t OH, int64_t OW) {
-  (void)Wp;
+void shallow(const float* plane, int64_t row_step, const int64_t* offsets, int64_t depth,
+             const float* w, const ConvOutput& output, int64_t channels, float* out, int64_t OH,
+             int64_t OW) {
   constexpr int kChannels = 8;
   for (int64_t oc0 = 0; oc0 < channels; oc0 += kChannels) {
     const int64_t m = channels - oc0 < kChannels ? channels - oc0 : kChannels;
@@ -109,7 +124,7 @@ void shallow(const float* plane, int64_t Wp, int64_t row_step, const int64_t* of
     for (int r = 0; r < kChannels; ++r) {
       const int64_t oc = oc0 + (r < m ? r : m - 1);
       wrow[r] = w + oc * depth;
-      b[r] = bias ? bias[oc] : 0.0f;
+      b[r] = output.bias ? output.bias[oc] : 0.0f;
     }
     for (int64_t oh = 0; oh < OH; ++oh) {
       const float* row = plane + oh * row_step;
@@ -117,8 +132,7 @@ void shallow(const float* plane, int64_t Wp, int64_t row_step, const int64_t* of
         const int64_t n = OW - ow < 16 ? OW - ow : 16;
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256i lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
-        const __m256i hi =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n) - 8), lane);
+        const __m256i hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n) - 8), lane);
         __m256 acc[kChannels][2];
 #pragma GCC unroll 8
         for (int r = 0; r < kChannels; ++r) acc[r][0] = acc[r][1] = _mm256_set1_ps(b[r]);
@@ -136,13 +150,16 @@ void shallow(const float* plane, int64_t Wp, int64_t row_step, const int64_t* of
         for (int r = 0; r < kChannels; ++r) {
           if (r >= m) break;
           float* dst = out + (oc0 + r) * OH * OW + oh * OW + ow;
+          ConvOutput after = output.from(oc0 + r);  // the bias is already in
+          after.bias = nullptr;
+          const __m256 v0 = finish(acc[r][0], after, 0), v1 = finish(acc[r][1], after, 0);
           if (n == 16) {
-            _mm256_storeu_ps(dst, acc[r][0]);
-            _mm256_storeu_ps(dst + 8, acc[r][1]);
+            _mm256_storeu_ps(dst, v0);
+            _mm256_storeu_ps(dst + 8, v1);
           } else {
             alignas(32) float tail[16];
-            _mm256_store_ps(tail, acc[r][0]);
-            _mm256_store_ps(tail + 8, acc[r][1]);
+            _mm256_store_ps(tail, v0);
+            _mm256_store_ps(tail + 8, v1);
             for (int64_t q = 0; q < n; ++q) dst[q] = tail[q];
           }
         }

@@ -110,8 +110,8 @@ void max_pool_2x2_row(const T* __restrict in, int64_t W, int64_t ih0, int64_t OW
 
 // One output row of kh x kw windows with strides (kh, kw).
 template <class T>
-void max_pool_tiled_row(const T* in, int64_t W, int64_t ih0, int64_t OW, int64_t kh,
-                        int64_t kw, T* best, int64_t* at) {
+void max_pool_tiled_row(const T* in, int64_t W, int64_t ih0, int64_t OW, int64_t kh, int64_t kw,
+                        T* best, int64_t* at) {
   for (int64_t ow = 0; ow < OW; ++ow) {
     const int64_t first = ih0 * W + ow * kw;
     WindowMax<T> m{in[first], first};
@@ -125,8 +125,7 @@ void max_pool_tiled_row(const T* in, int64_t W, int64_t ih0, int64_t OW, int64_t
 bool windows_tile_input(const ops::MaxPool2dAttrs& a, int64_t H, int64_t W, int64_t OH,
                         int64_t OW) {
   return a.kernel_size == a.stride && a.padding[0] == 0 && a.padding[1] == 0 &&
-         a.dilation[0] == 1 && a.dilation[1] == 1 && OH * a.stride[0] <= H &&
-         OW * a.stride[1] <= W;
+         a.dilation[0] == 1 && a.dilation[1] == 1 && OH * a.stride[0] <= H && OW * a.stride[1] <= W;
 }
 
 void max_pool2d_kernel(KernelCall& c) {

@@ -50,9 +50,9 @@ struct CompileStats {
   double total_ms = 0;   // passes + codegen
   std::string target;    // the CPU the kernels were generated for
   bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
-  int epilogues = 0;  // fusion groups run block by block with the matmul or conv before them
-  int packed_weights = 0;  // matmuls and convolutions by a model weight that keep it packed
-  int image_chains = 0;    // runs of convolutions and poolings run block of images by block
+  int epilogues = 0;     // fusion groups run block by block with the matmul or conv before them
+  int packed_weights = 0;     // matmuls and convolutions by a model weight that keep it packed
+  int image_chains = 0;       // runs of convolutions and poolings run block of images by block
   int frozen_parameters = 0;  // parameters (and buffers) whose data the passes could fold
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).

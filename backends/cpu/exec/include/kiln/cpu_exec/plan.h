@@ -8,8 +8,9 @@
 
 #include <functional>
 #include <memory>
-#include <string>
+#include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -17,6 +18,10 @@
 #include "kiln/cpu_exec/memory_plan.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/symbol_binding.h"
+
+namespace kiln::cpu::gemm {
+struct ConvOutput;  // kiln/cpu_gemm/conv2d.h (kiln_cpu_gemm, private to this library)
+}
 
 namespace kiln::cpu {
 
@@ -112,6 +117,17 @@ class Plan {
   // Whether `next`, a fusion group, can run as `mm`'s epilogue, reading its product as
   // `read_shape`.
   static bool is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_shape);
+  // An epilogue group the convolution's store applies (gemm::ConvOutput): its operand
+  // indices for the per-channel scale and shift (-1: none) and whether it ends in a ReLU.
+  struct ChannelEpilogue {
+    int scale = -1, shift = -1;
+    bool relu = false;
+  };
+  // Whether `group` computes conv [* scale] [+ shift] [relu] of conv's result, in that
+  // order, with [C, 1, 1] (or [1, C, 1, 1]) float32 operands and conv's type throughout.
+  static std::optional<ChannelEpilogue> match_channel_epilogue(const Step& conv, const Step& group);
+  // This call's bias (and, when the store applies `group`, scale, shift and ReLU) of a conv.
+  gemm::ConvOutput conv_output(const Step& conv, const Step* group) const;
   // Runs one step through its generated or eager kernel.
   void run_step(Step& step, const ir::SymbolValues& symbols);
   // In place: an input of step `index` (a value id) whose buffer its output of type `out`
@@ -145,7 +161,7 @@ class Plan {
   struct ChainUnit;
   std::vector<Chain> chains_;
   std::vector<int> chain_of_value_;  // by value id: the chain holding it per block, or -1
-  int64_t planned_threads_ = 0;       // the threads the chains' buffers were planned for
+  int64_t planned_threads_ = 0;      // the threads the chains' buffers were planned for
   // Whether step s starts a chain unit (a conv2d through the direct convolution, with its
   // epilogue; a pooling whose only read result is its values); fills `unit`.
   bool chain_unit_at(size_t s, ChainUnit& unit) const;

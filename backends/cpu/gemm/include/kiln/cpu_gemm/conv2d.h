@@ -67,15 +67,35 @@ class PackedConvWeights {
   std::vector<float> rows_;
 };
 
+// What happens to each output channel c's values v before they are stored: v + bias[c],
+// then * scale[c], then + shift[c], then max(v, 0) (NaN -> 0, as kiln's relu), each step
+// only when given. A bias alone converts implicitly; scale, shift and ReLU are an eval
+// batch_norm and its activation run in the convolution's store instead of a pass over it.
+struct ConvOutput {
+  ConvOutput(const float* b = nullptr) : bias(b) {}  // NOLINT: a bias is the common case
+  const float* bias = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  bool relu = false;
+  // The same from output channel `c` on (for a group's channels).
+  ConvOutput from(int64_t c) const {
+    ConvOutput o(bias ? bias + c : nullptr);
+    o.scale = scale ? scale + c : nullptr;
+    o.shift = shift ? shift + c : nullptr;
+    o.relu = relu;
+    return o;
+  }
+};
+
 // Called with [image_begin, image_end) once those images of the output are final; calls
 // for disjoint ranges may run concurrently on different threads.
 using ImageEpilogue = std::function<void(int64_t image_begin, int64_t image_end)>;
 
-// out = conv2d(x, w) (+ bias[out_channels] when not null), all contiguous, split across
-// kiln's threads by (image, group, block of output pixels). `epilogue`, when given, is
-// called on every image exactly once after it is final: on blocks of a few images while
-// they are still in cache, when the batch has more than one.
-void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w, const float* bias,
-            float* out, const ImageEpilogue& epilogue = nullptr);
+// out = conv2d(x, w) through `output` (a bias, a per-channel affine, a ReLU), all
+// contiguous, split across kiln's threads by (image, group, block of output pixels).
+// `epilogue`, when given, is called on every image exactly once after it is final: on blocks
+// of a few images while they are still in cache, when the batch has more than one.
+void conv2d(const Conv2dShape& s, const float* x, const PackedConvWeights& w,
+            const ConvOutput& output, float* out, const ImageEpilogue& epilogue = nullptr);
 
 }  // namespace kiln::cpu::gemm
