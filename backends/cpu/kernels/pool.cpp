@@ -149,19 +149,19 @@ void max_pool2d_kernel(KernelCall& c) {
       return scratch.data();
     };
     if (windows_tile_input(a, H, W, OH, OW)) {
-      MaxPool2x2Row vector_row = nullptr;
+      MaxPool2x2Plane vector_plane = nullptr;
       if constexpr (std::is_same_v<T, float>)
-        if (kh == 2 && kw == 2) vector_row = max_pool_2x2_row_avx512();
+        if (kh == 2 && kw == 2) vector_plane = max_pool_2x2_plane_avx512();
       for_planes(x.size(0) * x.size(1), OH * OW * kh * kw, [&](int64_t plane) {
         const T* in = xp + plane * H * W;
+        if constexpr (std::is_same_v<T, float>) {
+          if (vector_plane) {
+            vector_plane(in, W, OH, OW, op + plane * OH * OW, ip ? ip + plane * OH * OW : nullptr);
+            return;
+          }
+        }
         for (int64_t oh = 0; oh < OH; ++oh) {
           T* best = op + (plane * OH + oh) * OW;
-          if constexpr (std::is_same_v<T, float>) {
-            if (vector_row) {
-              vector_row(in, W, oh * 2, OW, best, ip ? ip + (plane * OH + oh) * OW : nullptr);
-              continue;
-            }
-          }
           int64_t* at = index_row(plane, oh);
           if (kh == 2 && kw == 2)
             max_pool_2x2_row(in, W, oh * 2, OW, best, at);

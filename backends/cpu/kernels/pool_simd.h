@@ -1,4 +1,4 @@
-// Vector rows of max pooling for the instruction sets that have them, chosen at run time
+// Vector planes of max pooling for the instruction sets that have them, chosen at run time
 // by the CPU's features (pool.cpp falls back to its portable loops).
 #pragma once
 
@@ -6,13 +6,13 @@
 
 namespace kiln::cpu {
 
-// One output row of float32 2x2 windows with stride 2: best[ow], at[ow] for ow < OW from
-// input rows ih0 and ih0 + 1 of a plane W wide (flat in-plane indices, as max_pool2d; a
-// null `at` skips them).
-using MaxPool2x2Row = void (*)(const float* plane, int64_t W, int64_t ih0, int64_t OW, float* best,
-                               int64_t* at);
+// One plane of float32 2x2 windows with stride 2: best[oh * OW + ow], at[...] for oh < OH,
+// ow < OW from a plane W wide (flat in-plane indices, as max_pool2d; a null `at` skips
+// them, and the kernel does not compute them).
+using MaxPool2x2Plane = void (*)(const float* plane, int64_t W, int64_t OH, int64_t OW, float* best,
+                                 int64_t* at);
 
-// The AVX-512 row, or null when this CPU cannot run it.
-MaxPool2x2Row max_pool_2x2_row_avx512();
+// The AVX-512 plane, or null when this CPU cannot run it.
+MaxPool2x2Plane max_pool_2x2_plane_avx512();
 
 }  // namespace kiln::cpu
