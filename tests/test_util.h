@@ -1,11 +1,15 @@
-// Helpers shared by the test suites: checking kiln::Error messages.
+// Helpers shared by the test suites: checking kiln::Error messages, thread counts, random
+// operands.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/error.h"
 #include "kiln/thread_pool.h"
@@ -29,6 +33,15 @@ void expect_error(Fn&& f, std::initializer_list<std::string_view> parts) {
   std::string msg = error_of(f);
   for (std::string_view p : parts)
     EXPECT_NE(msg.find(p), std::string::npos) << "missing \"" << p << "\" in: " << msg;
+}
+
+// `count` floats uniform in [-1, 1) from `seed`: operands for kernels tested on raw buffers.
+inline std::vector<float> random_floats(int64_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = dist(gen);
+  return v;
 }
 
 // Sets kiln's thread count for one scope and restores it afterwards.

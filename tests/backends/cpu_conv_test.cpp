@@ -19,14 +19,6 @@
 namespace kiln::cpu::gemm {
 namespace {
 
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(count));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
 int64_t output_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
   return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
@@ -83,9 +75,9 @@ void check(const Conv2dShape& s, std::string_view isa, bool with_bias, int threa
                << " pad=" << s.pad_h << "," << s.pad_w << " dilation=" << s.dilation_h
                << (with_bias ? " bias" : "") << " threads=" << threads);
   ScopedThreads scope(threads);
-  const std::vector<float> x = random_values(s.batch * s.channels * s.height * s.width, 1);
-  const std::vector<float> w = random_values(s.out_channels * s.depth(), 2);
-  const std::vector<float> bias = random_values(s.out_channels, 3);
+  const std::vector<float> x = kiln::random_floats(s.batch * s.channels * s.height * s.width, 1);
+  const std::vector<float> w = kiln::random_floats(s.out_channels * s.depth(), 2);
+  const std::vector<float> bias = kiln::random_floats(s.out_channels, 3);
   const float* b = with_bias ? bias.data() : nullptr;
   const int64_t size = s.batch * s.out_channels * s.out_h * s.out_w;
   std::vector<float> out(static_cast<size_t>(size + 16), -7.0f);  // 16 guard values after
@@ -149,8 +141,8 @@ TEST(CpuConv, EpilogueSeesEachImageOnceWhenFinal) {
         SCOPED_TRACE(::testing::Message() << isa << " batch=" << batch << " threads=" << threads);
         ScopedThreads scope(threads);
         const Conv2dShape s = make_shape(batch, 3, 12, 10, 20, 1, 3, 3, 1, 1, 1, 1);
-        const std::vector<float> x = random_values(batch * 3 * 12 * 10, 4);
-        const std::vector<float> w = random_values(20 * s.depth(), 5);
+        const std::vector<float> x = kiln::random_floats(batch * 3 * 12 * 10, 4);
+        const std::vector<float> w = kiln::random_floats(20 * s.depth(), 5);
         const int64_t per_image = s.out_channels * s.out_h * s.out_w;
         std::vector<float> out(static_cast<size_t>(batch * per_image));
         std::vector<std::atomic<int>> seen(static_cast<size_t>(batch));
@@ -176,11 +168,12 @@ TEST(CpuConv, OutputTransformMatchesItsDefinition) {
     for (const Conv2dShape& s : {make_shape(2, 1, 9, 21, 11, 1, 3, 3, 1, 1, 1, 1),
                                  make_shape(2, 12, 7, 9, 20, 2, 3, 3, 1, 1, 1, 1)}) {
       SCOPED_TRACE(::testing::Message() << isa << " depth=" << s.depth());
-      const std::vector<float> x = random_values(s.batch * s.channels * s.height * s.width, 7);
-      const std::vector<float> w = random_values(s.out_channels * s.depth(), 8);
-      const std::vector<float> bias = random_values(s.out_channels, 9);
-      const std::vector<float> scale = random_values(s.out_channels, 10);
-      const std::vector<float> shift = random_values(s.out_channels, 11);
+      const std::vector<float> x =
+          kiln::random_floats(s.batch * s.channels * s.height * s.width, 7);
+      const std::vector<float> w = kiln::random_floats(s.out_channels * s.depth(), 8);
+      const std::vector<float> bias = kiln::random_floats(s.out_channels, 9);
+      const std::vector<float> scale = kiln::random_floats(s.out_channels, 10);
+      const std::vector<float> shift = kiln::random_floats(s.out_channels, 11);
       PackedConvWeights packed(w.data(), s.out_channels, s.groups, s.channels / s.groups,
                                s.kernel_h, s.kernel_w, isa);
       ConvOutput output(bias.data());
@@ -205,7 +198,7 @@ TEST(CpuConv, OutputTransformMatchesItsDefinition) {
 TEST(CpuConv, MismatchedWeightsAreAnError) {
   const std::vector<std::string> isas = families();
   if (isas.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: no direct kernels";
-  const std::vector<float> w = random_values(8 * 3 * 9, 6);
+  const std::vector<float> w = kiln::random_floats(8 * 3 * 9, 6);
   PackedConvWeights packed(w.data(), 8, 1, 3, 3, 3, isas[0]);
   const Conv2dShape s = make_shape(1, 4, 6, 6, 8, 1, 3, 3, 1, 1, 1, 1);  // 4 input channels
   std::vector<float> x(4 * 36), out(8 * 36);

@@ -27,15 +27,6 @@ struct Problem {
   bool b_transposed;  // B stored as a weight [n, k], as nn::Linear holds it
 };
 
-std::vector<float> random_values(int64_t count, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(count));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-
 // Runs the problem with `kernel` and compares with the naive product; the epilogue adds 1
 // to each row it is given, so a row missed or given twice, or given before it was final,
 // shows up as a wrong value.
@@ -45,8 +36,8 @@ void check(const MicroKernel& kernel, const Problem& p, int threads) {
                                     << " threads=" << threads);
   ScopedThreads scope(threads);
   const int64_t lda = p.k + 3, ldc = p.n + 5;  // leading dims wider than the matrices
-  std::vector<float> a = random_values(p.m * lda, 1);
-  std::vector<float> b = random_values(p.k * p.n, 2);
+  std::vector<float> a = kiln::random_floats(p.m * lda, 1);
+  std::vector<float> b = kiln::random_floats(p.k * p.n, 2);
   std::vector<float> c(static_cast<size_t>(p.m * ldc), -7.0f);
   auto b_at = [&](int64_t kk, int64_t nn) {
     return p.b_transposed ? b[nn * p.k + kk] : b[kk * p.n + nn];

@@ -72,6 +72,26 @@ OpCase max_case(std::string label, Window w, std::vector<std::vector<Input>> run
   return c;
 }
 
+// max_pool2d's argmax indices against max_ref's.
+OpCase indices_case(std::string label, Window w, std::vector<std::vector<Input>> runs) {
+  OpCase c;
+  c.op = "max_pool2d";
+  c.label = std::move(label);
+  c.runs = std::move(runs);
+  c.fn = [=](const std::vector<Tensor>& in) {
+    return F::max_pool2d_with_indices(in[0], w.kernel, w.stride, w.padding).second;
+  };
+  c.ref = [=](const std::vector<Ref>& r) {
+    Ref v;
+    std::vector<int64_t> idx;
+    max_ref(r[0], w, &v, &idx);
+    return Ref{v.shape, std::vector<double>(idx.begin(), idx.end())};
+  };
+  c.gradcheck = false;
+  c.output_dtype = kInt64;
+  return c;
+}
+
 struct AvgOptions {
   bool count_include_pad = true;
   std::optional<int64_t> divisor_override;
@@ -155,26 +175,8 @@ std::vector<OpCase> cases() {
     };
     out.push_back(c);
   }
-  {
-    // The argmax indices (int64, flat within each plane).
-    Window w{{3, 2}, {2, 1}, {1, 1}};
-    OpCase c;
-    c.op = "max_pool2d";
-    c.label = "indices";
-    c.runs = {{{{2, 3, 7, 5}}}};
-    c.fn = [=](const std::vector<Tensor>& in) {
-      return F::max_pool2d_with_indices(in[0], w.kernel, w.stride, w.padding).second;
-    };
-    c.ref = [=](const std::vector<Ref>& r) {
-      Ref v;
-      std::vector<int64_t> idx;
-      max_ref(r[0], w, &v, &idx);
-      return Ref{v.shape, std::vector<double>(idx.begin(), idx.end())};
-    };
-    c.gradcheck = false;
-    c.output_dtype = kInt64;
-    out.push_back(c);
-  }
+  // The argmax indices (int64, flat within each plane).
+  out.push_back(indices_case("indices", {{3, 2}, {2, 1}, {1, 1}}, {{{{2, 3, 7, 5}}}}));
   // Windows that tile the input take their own row loops (2x2 in AVX-512 where the CPU has
   // it): rows shorter than a vector, rows of several vectors with a tail, odd sizes whose
   // last row and column no window reads, ties between integer inputs (first maximum wins).
@@ -185,22 +187,7 @@ std::vector<OpCase> cases() {
             {{{{1, 2, 4, 6}}}, {{{2, 3, 7, 9}}}, {{{1, 2, 6, 70}}}, {{{2, 4, 8, 34}, Gen::Int}}}},
            {"tiled_3x3", 3, {{{{1, 2, 9, 10}}}, {{{2, 3, 6, 13}, Gen::Int}}}}}) {
     Window w{{kernel, kernel}, {kernel, kernel}, {0, 0}};
-    OpCase c;
-    c.op = "max_pool2d";
-    c.label = "indices_" + label;
-    c.runs = runs;
-    c.fn = [=](const std::vector<Tensor>& in) {
-      return F::max_pool2d_with_indices(in[0], w.kernel, w.stride, w.padding).second;
-    };
-    c.ref = [=](const std::vector<Ref>& r) {
-      Ref v;
-      std::vector<int64_t> idx;
-      max_ref(r[0], w, &v, &idx);
-      return Ref{v.shape, std::vector<double>(idx.begin(), idx.end())};
-    };
-    c.gradcheck = false;
-    c.output_dtype = kInt64;
-    out.push_back(c);
+    out.push_back(indices_case("indices_" + label, w, runs));
     // Values (and gradients) from the uniform runs: ties have no derivative.
     std::erase_if(runs, [](const std::vector<Input>& run) { return run[0].gen == Gen::Int; });
     out.push_back(max_case(label, w, runs));

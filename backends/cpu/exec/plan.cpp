@@ -639,6 +639,18 @@ bool Plan::run_packed_conv(Step& conv, std::span<const Tensor> args, Tensor& out
   return true;
 }
 
+FusedLaunch Plan::prepare_epilogue(const Step& epilogue, SmallVector<Tensor, 2>& results,
+                                   const ir::SymbolValues& symbols) {
+  SmallVector<Tensor, 8> operands;
+  for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
+  results.resize(epilogue.outputs.size());
+  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
+    results[k] = epilogue.reuse[k] ? shared_tensors_[epilogue.outputs[k]] : Tensor();
+  return prepare_fused_kernel(*epilogue.fused, *epilogue.node,
+                              TensorSpan(operands.data(), operands.size()), symbols,
+                              std::span<Tensor>(results.data(), results.size()), true);
+}
+
 bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& symbols) {
   if (mm.packed_conv) return run_conv_with_epilogue(mm, epilogue, symbols);
   Tensor a = slots_[mm.inputs[0]], b = slots_[mm.inputs[1]];
@@ -648,14 +660,8 @@ bool Plan::run_with_epilogue(Step& mm, Step& epilogue, const ir::SymbolValues& s
   const int64_t threads = num_threads();
   if (!packed && (threads < 2 || rows < 2)) return false;  // the two steps run one by one
   slots_[mm.outputs[0]] = product;
-  SmallVector<Tensor, 8> operands;
-  for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
-  SmallVector<Tensor, 2> results(epilogue.outputs.size());
-  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
-    results[k] = epilogue.reuse[k] ? shared_tensors_[epilogue.outputs[k]] : Tensor();
-  FusedLaunch launch = prepare_fused_kernel(
-      *epilogue.fused, *epilogue.node, TensorSpan(operands.data(), operands.size()), symbols,
-      std::span<Tensor>(results.data(), results.size()), true);
+  SmallVector<Tensor, 2> results;
+  FusedLaunch launch = prepare_epilogue(epilogue, results, symbols);
   auto keep_results = [&] {
     for (size_t k = 0; k < epilogue.outputs.size(); ++k)
       slots_[epilogue.outputs[k]] = std::move(results[k]);
@@ -734,14 +740,8 @@ bool Plan::run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolVa
     return true;
   }
   slots_[conv.outputs[0]] = out;
-  SmallVector<Tensor, 8> operands;
-  for (int id : epilogue.inputs) operands.push_back(id >= 0 ? slots_[id] : Tensor());
-  SmallVector<Tensor, 2> results(epilogue.outputs.size());
-  for (size_t k = 0; k < epilogue.outputs.size(); ++k)
-    results[k] = epilogue.reuse[k] ? shared_tensors_[epilogue.outputs[k]] : Tensor();
-  FusedLaunch launch = prepare_fused_kernel(
-      *epilogue.fused, *epilogue.node, TensorSpan(operands.data(), operands.size()), symbols,
-      std::span<Tensor>(results.data(), results.size()), true);
+  SmallVector<Tensor, 2> results;
+  FusedLaunch launch = prepare_epilogue(epilogue, results, symbols);
   // Iteration dim 0 is the images, or the images and channels merged.
   const int64_t per_image = launch.dims[0] / out.size(0);
   run_packed_conv(conv, std::span<const Tensor>(args.data(), args.size()), out, symbols,

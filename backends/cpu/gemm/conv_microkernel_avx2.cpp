@@ -8,6 +8,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
+#include "transpose_8x8.h"  // inside the target: it takes AVX2
+
 namespace kiln::cpu::gemm {
 
 namespace {
@@ -48,31 +50,6 @@ void tile(int64_t rows, const float* const* pixels, const int64_t* offsets, int6
   }
 }
 
-// r[i] (8 floats) becomes column i: 8x8 transposed in three rounds of shuffles (gathers,
-// the obvious alternative, are slow on AMD's cores).
-void transpose_8x8(__m256 r[8]) {
-  __m256 t[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m256 u[8];
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  // u[0..3] hold columns {0,4}, {1,5}, {2,6}, {3,7} of rows 0-3, u[4..7] of rows 4-7.
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
-    r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
-  }
-}
-
 // v through channel c's bias, scale, shift and ReLU (ConvOutput).
 __m256 finish(__m256 v, const ConvOutput& o, int64_t c) {
   if (o.bias) v = _mm256_add_ps(v, _mm256_set1_ps(o.bias[c]));
@@ -90,6 +67,8 @@ float finish(float v, const ConvOutput& o, int64_t c) {
   return v;
 }
 
+// Tiles in blocks of 8 pixels x 8 channels through an 8x8 register transpose (gathers, the
+// obvious alternative, are slow on AMD's cores).
 void store(int64_t pixels, int64_t channels, const float* tile, int64_t width,
            const ConvOutput& output, float* dst, int64_t ld) {
   int64_t i = 0;

@@ -10,6 +10,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,fma")
 
+#include "transpose_8x8.h"  // inside the target: it takes AVX-512's encoding
+
 namespace kiln::cpu::gemm {
 
 namespace {
@@ -63,26 +65,9 @@ void transpose_8x8(const float* a, int64_t lda, float* out) {
   __m256 r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(a + i * lda);
-  __m256 t[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m256 u[8];
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  // u[0..3] hold rows 0-3 and u[4..7] rows 4-7 of depth steps {0,4}, {1,5}, {2,6}, {3,7}.
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(out + j * 8, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
-    _mm256_storeu_ps(out + (j + 4) * 8, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
-  }
+  transpose_8x8(r);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + j * 8, r[j]);
 }
 
 void pack(int64_t rows, int64_t depth, const float* a, int64_t lda, float* out) {

@@ -151,6 +151,10 @@ class Plan {
   bool run_packed_conv(Step& conv, std::span<const Tensor> args, Tensor& out,
                        const ir::SymbolValues& symbols,
                        const std::function<void(int64_t, int64_t)>& epilogue);
+  // The epilogue group's launch over this call's operands, into `results` (its reusable
+  // buffers, or new tensors).
+  FusedLaunch prepare_epilogue(const Step& epilogue, SmallVector<Tensor, 2>& results,
+                               const ir::SymbolValues& symbols);
   // run_with_epilogue for a conv2d: its fusion group runs on blocks of images as the
   // direct convolution completes them.
   bool run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolValues& symbols);
