@@ -626,7 +626,7 @@ TEST(CpuCompiledGraph, UnreadOptionalOutputsAreNotComputed) {
 // BatchNormCNN's features at `batch` images of 40 x 40: 2 x (conv, per-channel scale, ReLU,
 // 2x2 max-pool), then a flatten and a tanh that reads the last pooling outside the chain.
 // About 190 KiB of intermediates per image: a block holds two images.
-std::string cnn_features(int64_t batch) {
+std::string cnn_features(int64_t batch, const std::string& returns = "%16") {
   const std::string n = std::to_string(batch);
   auto pool = [](const std::string& out) {
     return " = max_pool2d(" + out + ") {kernel_size=[2, 2], stride=[2, 2], padding=[0, 0], " +
@@ -644,7 +644,7 @@ std::string cnn_features(int64_t batch) {
          ", 16, 20, 20] = relu(%11) {}\n" + "  %13, %14: float32[" + n + ", 16, 10, 10], int64[" +
          n + ", 16, 10, 10]" + pool("%12") + "  %15: float32[" + n +
          ", 1600] = view(%13) {shape=[" + n + ", 1600]}\n" + "  %16: float32[" + n +
-         ", 1600] = tanh(%15) {}\n  return %16\n}";
+         ", 1600] = tanh(%15) {}\n  return " + returns + "\n}";
 }
 
 // The convolutions, their epilogues and the poolings run as one image chain: block of images
@@ -653,26 +653,29 @@ std::string cnn_features(int64_t batch) {
 // calls), and a strided input falls back to running the steps one by one.
 TEST(CpuCompiledGraph, ConvolutionsAndPoolingsRunAsAnImageChain) {
   if (!gemm::has_direct_conv()) GTEST_SKIP() << "no direct-convolution kernel for this CPU";
-  for (int64_t batch : {2, 7, 13}) {
-    SCOPED_TRACE(::testing::Message() << "batch=" << batch);
-    const std::string text = cnn_features(batch);
-    CompiledGraph compiled(*ir::parse_graph(text), verified());
-    EXPECT_EQ(compiled.stats().image_chains, 1) << compiled.stats().str();
-    Generator gen(50);
-    Tensor w1 = randn({8, 2, 3, 3}, {}, &gen), w2 = randn({16, 8, 3, 3}, {}, &gen);
-    for (int threads : {2, 1, 2}) {
-      ScopedThreads scope(threads);
-      std::vector<Tensor> in{randn({batch, 2, 40, 40}, {}, &gen), w1, w2,
-                             randn({8, 1, 1}, {}, &gen), randn({16, 1, 1}, {}, &gen)};
+  // Also with the second convolution's result returned: the chain then ends at that
+  // convolution, whose output is a fresh tensor each call.
+  for (const std::string returns : {"%16", "%16, %10"})
+    for (int64_t batch : {2, 7, 13}) {
+      SCOPED_TRACE(::testing::Message() << "batch=" << batch << " returns " << returns);
+      const std::string text = cnn_features(batch, returns);
+      CompiledGraph compiled(*ir::parse_graph(text), verified());
+      EXPECT_EQ(compiled.stats().image_chains, 1) << compiled.stats().str();
+      Generator gen(50);
+      Tensor w1 = randn({8, 2, 3, 3}, {}, &gen), w2 = randn({16, 8, 3, 3}, {}, &gen);
+      for (int threads : {2, 1, 2}) {
+        ScopedThreads scope(threads);
+        std::vector<Tensor> in{randn({batch, 2, 40, 40}, {}, &gen), w1, w2,
+                               randn({8, 1, 1}, {}, &gen), randn({16, 1, 1}, {}, &gen)};
+        expect_product_close(compiled.run(in), reference(text, in));
+      }
+      // A strided input: the direct convolution does not apply, the steps run one by one.
+      Tensor wide = randn({batch, 2, 40, 80}, {}, &gen);
+      std::vector<Tensor> in{wide.slice(3, 0, 80, 2), w1, w2, randn({8, 1, 1}, {}, &gen),
+                             randn({16, 1, 1}, {}, &gen)};
+      ASSERT_FALSE(in[0].is_contiguous());
       expect_product_close(compiled.run(in), reference(text, in));
     }
-    // A strided input: the direct convolution does not apply, the steps run one by one.
-    Tensor wide = randn({batch, 2, 40, 80}, {}, &gen);
-    std::vector<Tensor> in{wide.slice(3, 0, 80, 2), w1, w2, randn({8, 1, 1}, {}, &gen),
-                           randn({16, 1, 1}, {}, &gen)};
-    ASSERT_FALSE(in[0].is_contiguous());
-    expect_product_close(compiled.run(in), reference(text, in));
-  }
   // A single image is no chain (nothing to block).
   CompiledGraph one(*ir::parse_graph(cnn_features(1)), verified());
   EXPECT_EQ(one.stats().image_chains, 0) << one.stats().str();

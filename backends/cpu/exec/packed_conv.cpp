@@ -19,8 +19,8 @@ bool dense_float(const Tensor& t) {
 
 bool PackedConv::applies(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
                          const ops::Conv2dAttrs& a) {
-  if (!x.defined() || !w.defined() || !out.defined() || x.dim() != 4 || w.dim() != 4) return false;
-  if (!dense_float(x) || !dense_float(w) || !dense_float(out)) return false;
+  if (!x.defined() || !w.defined() || x.dim() != 4 || w.dim() != 4) return false;
+  if (!dense_float(x) || !dense_float(w) || (out.defined() && !dense_float(out))) return false;
   if (bias.defined() && !dense_float(bias)) return false;
   const bool pointwise = w.size(2) == 1 && w.size(3) == 1 && a.stride[0] == 1 && a.stride[1] == 1 &&
                          a.padding[0] == 0 && a.padding[1] == 0;

@@ -16,9 +16,10 @@ namespace kiln::cpu {
 
 class PackedConv {
  public:
-  // Whether out = conv2d(x, w, bias) runs here: float32 throughout, dense operands, a CPU
-  // with direct-convolution kernels, and not a 1x1 convolution with stride 1 and no padding
-  // (the eager kernel multiplies the input planes directly: no packing to save).
+  // Whether out = conv2d(x, w, bias) runs here (an undefined `out`: into a new tensor):
+  // float32 throughout, dense operands, a CPU with direct-convolution kernels, and not a 1x1
+  // convolution with stride 1 and no padding (the eager kernel multiplies the input planes
+  // directly: no packing to save).
   static bool applies(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
                       const ops::Conv2dAttrs& attrs);
 
