@@ -42,7 +42,7 @@ const ConvMicroKernel& kernel_for(std::string_view isa, int64_t channels) {
 }
 
 constexpr int kMaxRows = 16;        // the largest mr of any conv micro-kernel
-constexpr int64_t kMaxBlock = 512;  // pixels per task: a tile of at most 512 x 64 floats
+constexpr int64_t kMaxBlock = 512;  // pixels per task: its tile stays in L2
 
 // x zero-padded to [batch, channels, height + 2 pad_h, width + 2 pad_w], or x itself.
 const float* padded_input(const Conv2dShape& s, const float* x, Tensor& storage) {
@@ -146,11 +146,11 @@ struct ConvRun {
   Tensor padding_storage;
 
   ConvRun(const Conv2dShape& shape, const float* x, const PackedConvWeights& weights,
-          const ConvOutput& o_, float* o, int64_t images_at_once)
+          const ConvOutput& transform, float* result, int64_t images_at_once)
       : s(shape),
         w(weights),
-        output(o_),
-        out(o),
+        output(transform),
+        out(result),
         Hp(shape.height + 2 * shape.pad_h),
         Wp(shape.width + 2 * shape.pad_w),
         P(shape.out_h * shape.out_w) {

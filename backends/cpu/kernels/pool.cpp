@@ -57,10 +57,6 @@ void sum_tap(const T* __restrict src, int64_t stride, T* __restrict sum, int64_t
   for (int64_t ow = lo; ow < hi; ++ow) sum[ow] += src[ow * stride];
 }
 
-// The common case of windows that tile the input (kernel == stride, no padding, no
-// dilation): each output reads its own kh x kw block, so one pass per output row with the
-// window unrolled replaces the tap-major updates, whose per-row set-up dominated on the
-// short rows of small images (14 outputs). Same tie and NaN rules as max_tap.
 // `take ? a : b` through bit masks. GCC compiles a data-dependent ?: on floats into a branch,
 // which random data mispredicts half the time (it cost 4 ms of a 16 ms BatchNormCNN batch);
 // the masks are branch-free and vectorize.
@@ -91,8 +87,8 @@ struct WindowMax {
   }
 };
 
-// One output row of 2x2 windows with stride 2, written out so that GCC vectorizes it (the
-// looped form below is not vectorized).
+// One output row of 2x2 windows with stride 2, the window written out and branch-free: the
+// path of float64 and of CPUs without AVX-512 (pool_avx512.cpp).
 template <class T>
 void max_pool_2x2_row(const T* __restrict in, int64_t W, int64_t ih0, int64_t OW,
                       T* __restrict best, int64_t* __restrict at) {
@@ -122,6 +118,10 @@ void max_pool_tiled_row(const T* in, int64_t W, int64_t ih0, int64_t OW, int64_t
   }
 }
 
+// The common case of windows that tile the input (kernel == stride, no padding, no
+// dilation): each output reads its own kh x kw block, so one pass per output row with the
+// window unrolled replaces the tap-major updates, whose per-row set-up dominated on the
+// short rows of small images (14 outputs). Same tie and NaN rules as max_tap.
 bool windows_tile_input(const ops::MaxPool2dAttrs& a, int64_t H, int64_t W, int64_t OH,
                         int64_t OW) {
   return a.kernel_size == a.stride && a.padding[0] == 0 && a.padding[1] == 0 &&
