@@ -12,6 +12,7 @@
 
 #include "frontend/compare_bits.h"
 #include "kiln/backends/interp.h"
+#include "kiln/cpu_gemm/conv2d.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -266,6 +267,41 @@ ModelCase batch_norm_cnn() {
           randn_inputs({3, 1, 8, 8})};
 }
 KILN_MODEL_TESTS(BatchNormCnn, batch_norm_cnn)
+
+// Convolutions with a bias, BatchNorm, an average and a max pooling, a strided grouped
+// convolution: on the cpu backend an image chain (direct convolutions, the norm and ReLU
+// in their stores, both poolings), on five images.
+ModelCase conv_stack() {
+  return {[] {
+            using namespace nn;
+            return std::make_shared<Sequential>(
+                std::make_shared<Conv2d>(3, 8, 3, Conv2dOptions{.padding = 1}),
+                std::make_shared<BatchNorm2d>(8), std::make_shared<ReLU>(),
+                std::make_shared<AvgPool2d>(2),
+                std::make_shared<Conv2d>(8, 12, 3,
+                                         Conv2dOptions{.stride = 2, .padding = 1, .groups = 2}),
+                std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+                std::make_shared<Flatten>(), std::make_shared<Linear>(12 * 3 * 3, 4));
+          },
+          randn_inputs({5, 3, 24, 24})};
+}
+KILN_MODEL_TESTS(ConvStack, conv_stack)
+
+TEST(CompileModels, ConvStackRunsAsOneImageChain) {
+  if (!cpu::gemm::has_direct_conv()) GTEST_SKIP() << "no direct-convolution kernel for this CPU";
+  std::shared_ptr<nn::Module> model = conv_stack().make();
+  model->eval();
+  NoGradGuard no_grad;
+  CompileOptions options;
+  options.backend = "cpu";
+  auto compiled = compile(model, options);
+  Tensor x = conv_stack().input(0);
+  EXPECT_TRUE(close_to(compiled(x), (*model)(x)));
+  const std::string backend = explain(compiled).entries.at(0).backend;
+  EXPECT_NE(backend.find("1 image chain"), std::string::npos) << backend;
+  // Both convolutions' groups (norm and ReLU, ReLU) and the Linear's bias are epilogues.
+  EXPECT_NE(backend.find("3 epilogues"), std::string::npos) << "backend: " << backend;
+}
 
 ModelCase transformer_classifier() {
   return {[] {
