@@ -595,6 +595,27 @@ TEST(CpuCompiledGraph, ConvolutionsByAParameterRunDirectWithTheirEpilogue) {
   }
 }
 
+// The store reads a per-channel scale as a dense run of floats: a strided one (every other
+// element of a longer tensor) makes the steps run one by one, with the same results.
+TEST(CpuCompiledGraph, AStridedChannelScaleIsNotReadByTheStore) {
+  if (!gemm::has_direct_conv()) GTEST_SKIP() << "no direct-convolution kernel for this CPU";
+  const char* text = R"(graph g {
+  input %0 "x": float32[3, 4, 9, 9]
+  param %1 "w": float32[12, 4, 3, 3]
+  input %2 "wide": float32[24, 1, 1]
+  %3: float32[12, 1, 1] = slice(%2) {dim=0, start=0, end=24, step=2}
+  %4: float32[3, 12, 9, 9] = conv2d(%0, %1, _) {stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1}
+  %5: float32[3, 12, 9, 9] = mul(%4, %3) {}
+  %6: float32[3, 12, 9, 9] = relu(%5) {}
+  return %6
+})";
+  CompiledGraph compiled(*ir::parse_graph(text), verified());
+  Generator gen(60);
+  std::vector<Tensor> in{randn({3, 4, 9, 9}, {}, &gen), randn({12, 4, 3, 3}, {}, &gen),
+                         randn({24, 1, 1}, {}, &gen)};
+  expect_product_close(compiled.run(in), reference(text, in));
+}
+
 // max_pool2d's indices are an optional output: unread, the plan gives them no buffer and
 // the kernel skips them (every pooling path: the 2x2 vector rows, other tiled windows,
 // overlapping windows); returned or read, they are computed as before.

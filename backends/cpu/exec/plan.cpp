@@ -231,6 +231,16 @@ std::optional<Plan::ChannelEpilogue> Plan::match_channel_epilogue(const Step& co
   return e;
 }
 
+bool Plan::store_operands_dense(const Step& conv, const Step& group) const {
+  if (!conv.in_store) return true;
+  for (int k : {conv.in_store->scale, conv.in_store->shift}) {
+    if (k < 0) continue;
+    const Tensor& t = slots_[group.inputs[static_cast<size_t>(k)]];
+    if (!t.defined() || !t.is_contiguous()) return false;
+  }
+  return true;
+}
+
 gemm::ConvOutput Plan::conv_output(const Step& conv, const Step* group) const {
   gemm::ConvOutput o;
   if (conv.inputs.size() > 2 && conv.inputs[2] >= 0)
@@ -730,6 +740,7 @@ bool Plan::run_conv_with_epilogue(Step& conv, Step& epilogue, const ir::SymbolVa
     return false;  // the two steps run one by one
   if (conv.in_store) {
     // The store applies the group: the convolution writes the group's result.
+    if (!store_operands_dense(conv, epilogue)) return false;
     Tensor result = buffer_for(shared_tensors_[epilogue.outputs[0]], Shape(out.sizes()),
                                DType::Float32, epilogue.reuse[0]);
     if (!result.is_contiguous() || result.size(0) != out.size(0)) return false;
@@ -857,6 +868,7 @@ bool Plan::run_chain(const Chain& chain, const ir::SymbolValues& symbols) {
     Tensor probe = shared_tensors_[step.outputs[0]];
     if (!x.defined() || !PackedConv::applies(x, slots_[step.inputs[1]], bias, probe, attrs))
       return false;
+    if (u.epilogue && !store_operands_dense(step, steps_[u.step + 1])) return false;
     step.packed_conv->prepare(slots_[step.inputs[1]], attrs);
   }
   const ChainUnit& end = chain.units.back();

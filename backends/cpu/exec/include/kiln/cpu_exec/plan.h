@@ -126,6 +126,9 @@ class Plan {
   // Whether `group` computes conv [* scale] [+ shift] [relu] of conv's result, in that
   // order, with [C, 1, 1] (or [1, C, 1, 1]) float32 operands and conv's type throughout.
   static std::optional<ChannelEpilogue> match_channel_epilogue(const Step& conv, const Step& group);
+  // Whether this call's scale and shift operands of `group` are dense, as the store reads
+  // them (a strided view: the steps run one by one).
+  bool store_operands_dense(const Step& conv, const Step& group) const;
   // This call's bias (and, when the store applies `group`, scale, shift and ReLU) of a conv.
   gemm::ConvOutput conv_output(const Step& conv, const Step* group) const;
   // Runs one step through its generated or eager kernel.
