@@ -2,22 +2,28 @@
 // micro-kernel this CPU can run, shapes with partial strips, panels and K blocks, both
 // layouts of B, one and two threads, and the epilogue hook (each row exactly once, after
 // it is final).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "kiln/backends/cpu.h"
 #include "kiln/cpu_gemm/gemm.h"
 #include "kiln/init.h"
 #include "kiln/thread_pool.h"
 #include "test_util.h"
 
 extern "C" char* openblas_get_corename(void);  // OpenBLAS, which the eager matmul calls
+extern "C" void openblas_set_num_threads(int);
 
 namespace kiln::cpu::gemm {
 namespace {
@@ -115,6 +121,39 @@ TEST(CpuGemm, OpenBlasRunsTheKernelsTheCpuFeaturesCallFor) {
     EXPECT_NE(core, "Prescott");
     EXPECT_NE(core, "Nehalem");
   }
+}
+
+// CPU time this process spent (all threads), in ms.
+double process_cpu_ms() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e3 +
+         (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e3;
+}
+
+// OpenBLAS's worker threads spin in sched_yield for about 0.1 s after their last job, taking
+// cycles from kiln's pool (a short `kiln run` ran 2x slower). kiln's set-up
+// (register_cpu_kernels, through keep_openblas_single_threaded) leaves OpenBLAS
+// single-threaded and stops them: while the process sleeps, it spends no CPU time.
+TEST(CpuGemm, KilnStopsOpenBlasWorkersThatWouldSpin) {
+  using Sgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                         float, float*, int);
+  auto sgemm = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  if (!sgemm || !dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))
+    GTEST_SKIP() << "not OpenBLAS's pthreads build: no worker threads to stop";
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no workers";
+  // Wake OpenBLAS's workers with a multi-threaded product, as another library might.
+  openblas_set_num_threads(2);
+  const int n = 384;
+  std::vector<float> a = kiln::random_floats(n * n, 1), c(n * n);
+  sgemm(101 /*row major*/, 111 /*no trans*/, 111, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f,
+        c.data(), n);
+  cpu::keep_openblas_single_threaded();                       // what kiln's set-up does once
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // kiln's own workers settle
+  const double before = process_cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const double spent = process_cpu_ms() - before;
+  EXPECT_LT(spent, 20.0) << "threads kept spinning while the process slept";
 }
 
 TEST(CpuGemm, AnUnknownKernelNameIsAnErrorListingTheChoices) {

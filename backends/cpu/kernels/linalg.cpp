@@ -203,9 +203,22 @@ void select_openblas_core() {
 
 }  // namespace
 
+// OpenBLAS's pthreads build starts its worker threads when it loads (and again when
+// select_openblas_core re-initializes it), and an idle worker spins in sched_yield for a
+// while before it sleeps. kiln calls OpenBLAS single-threaded from its own pool, so those
+// workers only take cycles from kiln's: in a short process (`kiln run` of an exported
+// BatchNormCNN at 2 threads) the spinning worker made each call 2x slower. Stop them; a
+// later multi-threaded OpenBLAS call would start them again.
+void keep_openblas_single_threaded() {
+  openblas_set_num_threads(1);  // kiln's pool owns the cores
+  using Shutdown = int (*)();
+  if (auto shutdown = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_")))
+    shutdown();
+}
+
 void register_linalg_kernels() {
   select_openblas_core();
-  openblas_set_num_threads(1);  // kiln's pool owns the cores
+  keep_openblas_single_threaded();
   ops::matmul.kernels[static_cast<size_t>(DeviceType::CPU)] = matmul_kernel;
 }
 
