@@ -878,16 +878,13 @@ bool Plan::run_chain(const Chain& chain, const ir::SymbolValues& symbols) {
     full.push_back(ir::substitute_size(s, symbols));
   Tensor result = buffer_for(shared_tensors_[end.output], full,
                              last_step.node->outputs[0]->type.dtype, last_step.reuse[0]);
-  const auto is_internal = [&](int id) {
-    return std::find(chain.internal.begin(), chain.internal.end(), id) != chain.internal.end();
-  };
   parallel_for(0, chain.lanes, 1, [&](int64_t l0, int64_t l1) {
     for (int64_t lane = l0; lane < l1; ++lane)
       for (int64_t n0 = lane * chain.block; n0 < chain.batch; n0 += chain.lanes * chain.block) {
         const int64_t n1 = std::min(chain.batch, n0 + chain.block), count = n1 - n0;
         // An internal value: this lane's block; the chain's result: its rows.
         auto block_of = [&](int id) {
-          return is_internal(id)
+          return chain_of_value_[static_cast<size_t>(id)] >= 0
                      ? rows_of(shared_tensors_[id], lane * chain.block, lane * chain.block + count)
                      : rows_of(result, n0, n1);
         };

@@ -58,8 +58,8 @@ void sum_tap(const T* __restrict src, int64_t stride, T* __restrict sum, int64_t
 }
 
 // `take ? a : b` through bit masks. GCC compiles a data-dependent ?: on floats into a branch,
-// which random data mispredicts half the time (it cost 4 ms of a 16 ms BatchNormCNN batch);
-// the masks are branch-free and vectorize.
+// which random data mispredicts half the time; the masks are branch-free (and vectorize
+// where a row is long enough).
 template <class T>
 T select_bits(bool take, T a, T b) {
   using U = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
@@ -87,24 +87,8 @@ struct WindowMax {
   }
 };
 
-// One output row of 2x2 windows with stride 2, the window written out and branch-free: the
-// path of float64 and of CPUs without AVX-512 (pool_avx512.cpp).
-template <class T>
-void max_pool_2x2_row(const T* __restrict in, int64_t W, int64_t ih0, int64_t OW,
-                      T* __restrict best, int64_t* __restrict at) {
-  const int64_t top = ih0 * W, bottom = top + W;
-  for (int64_t ow = 0; ow < OW; ++ow) {
-    const int64_t col = 2 * ow;
-    WindowMax<T> m{in[top + col], top + col};
-    m.see(in[top + col + 1], top + col + 1);
-    m.see(in[bottom + col], bottom + col);
-    m.see(in[bottom + col + 1], bottom + col + 1);
-    best[ow] = m.best;
-    at[ow] = m.at;
-  }
-}
-
-// One output row of kh x kw windows with strides (kh, kw).
+// One output row of kh x kw windows with strides (kh, kw): the path of float64 and of CPUs
+// without AVX-512 (pool_avx512.cpp).
 template <class T>
 void max_pool_tiled_row(const T* in, int64_t W, int64_t ih0, int64_t OW, int64_t kh, int64_t kw,
                         T* best, int64_t* at) {
@@ -163,10 +147,7 @@ void max_pool2d_kernel(KernelCall& c) {
         for (int64_t oh = 0; oh < OH; ++oh) {
           T* best = op + (plane * OH + oh) * OW;
           int64_t* at = index_row(plane, oh);
-          if (kh == 2 && kw == 2)
-            max_pool_2x2_row(in, W, oh * 2, OW, best, at);
-          else
-            max_pool_tiled_row(in, W, oh * kh, OW, kh, kw, best, at);
+          max_pool_tiled_row(in, W, oh * kh, OW, kh, kw, best, at);
         }
       });
       return;
