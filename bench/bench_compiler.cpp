@@ -12,6 +12,8 @@
 //             (cblas_sgemm), split across threads like kiln's matmul kernel: "FLOP/s" counts
 //             the layers' 2*batch*in*out, for both.
 //   FashionMLP (eval) at batch 1 and 256; BatchNormCNN (bn_cnn, eval) at batch 1 and 64.
+//   Transformer (the catalog TransformerClassifier, eval) at batch 1 and 64; a BERT-sized
+//             encoder (6 x d384, 12 heads, FFN 1536) on 8 x 41 tokens with a padding mask.
 //   Compile: a fresh compile + first call of ResidualMLP, without the on-disk kernel cache
 //             (KILN_CACHE_DIR=off) and with a warm one (a temp dir filled by one compile).
 // After the runs a Markdown table of within-run ratios and targets is printed (the source of
@@ -398,6 +400,76 @@ BENCHMARK(BM_BatchNormCNN_Eager)->Apply(bn_cnn_args);
 BENCHMARK(BM_BatchNormCNN_Compiled)->Apply(bn_cnn_args);
 BENCHMARK(BM_BatchNormCNN_Interp)->Apply(bn_cnn_args);
 
+// ---- attention models ----
+
+void transformer(benchmark::State& state, Mode mode) {
+  const int64_t batch = state.range(0);
+  ThreadsScope threads(static_cast<int>(state.range(1)));
+  manual_seed(0);
+  auto model = models::build(models::TransformerClassifierConfig{});
+  model->eval();
+  time_calls(state, model, mode, filled({batch, 1, 28, 28}, 1));
+}
+
+void BM_Transformer_Eager(benchmark::State& state) {
+  transformer(state, Mode::Eager);
+}
+void BM_Transformer_Compiled(benchmark::State& state) {
+  transformer(state, Mode::Compiled);
+}
+void transformer_args(benchmark::internal::Benchmark* b) {
+  batch_by_threads(b, {1, 64});
+}
+BENCHMARK(BM_Transformer_Eager)->Apply(transformer_args);
+BENCHMARK(BM_Transformer_Compiled)->Apply(transformer_args);
+
+// A BERT-sized encoder (6 pre-norm layers, d_model 384, 12 heads, FFN 1536, GELU) on 8
+// sequences of 41 tokens with a key-padding mask (lengths 41, 37, 33, ...), as
+// bench/compare_peers.py's bert_encoder_masked.
+struct BertEncoder : nn::Module {
+  BertEncoder() {
+    auto layer = std::make_shared<nn::TransformerEncoderLayer>(
+        384, 12,
+        nn::TransformerEncoderLayerOptions{.dim_feedforward = 1536,
+                                           .activation = "gelu",
+                                           .batch_first = true,
+                                           .norm_first = true});
+    encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
+                                             layer, 6, std::make_shared<nn::LayerNorm>(384)));
+  }
+  Tensor forward(const Tensor& x, const Tensor& padding) { return encoder(x, Tensor(), padding); }
+  nn::ModulePtr<nn::TransformerEncoder> encoder;
+};
+
+constexpr int64_t kBertBatch = 8, kBertTokens = 41;
+
+Tensor bert_padding_mask() {
+  Tensor mask = Tensor::empty({kBertBatch, kBertTokens}, kBool);
+  bool* p = mask.data_ptr<bool>();
+  for (int64_t n = 0; n < kBertBatch; ++n) {
+    const int64_t length = kBertTokens - (4 * n) % (kBertTokens / 2);
+    for (int64_t s = 0; s < kBertTokens; ++s) p[n * kBertTokens + s] = s >= length;
+  }
+  return mask;
+}
+
+void bert(benchmark::State& state, Mode mode) {
+  ThreadsScope threads(static_cast<int>(state.range(0)));
+  manual_seed(0);
+  auto model = std::make_shared<BertEncoder>();
+  model->eval();
+  time_calls(state, model, mode, filled({kBertBatch, kBertTokens, 384}, 1), bert_padding_mask());
+}
+
+void BM_BertEncoderMasked_Eager(benchmark::State& state) {
+  bert(state, Mode::Eager);
+}
+void BM_BertEncoderMasked_Compiled(benchmark::State& state) {
+  bert(state, Mode::Compiled);
+}
+BENCHMARK(BM_BertEncoderMasked_Eager)->Apply(by_threads);
+BENCHMARK(BM_BertEncoderMasked_Compiled)->Apply(by_threads);
+
 // ---- compile time ----
 
 // Sets an environment variable for one benchmark and restores it afterwards.
@@ -573,6 +645,15 @@ void print_ratios(const RatioReporter& rep) {
     const std::string a = "batch:64/" + th;
     table.push_back({"BatchNormCNN batch 64: eager / compiled time" + tt,
                      "BM_BatchNormCNN_Eager/" + a, "BM_BatchNormCNN_Compiled/" + a, "time"});
+    for (int64_t batch : {1, 64}) {
+      const std::string b = "batch:" + std::to_string(batch) + "/" + th;
+      table.push_back(
+          {"TransformerClassifier batch " + std::to_string(batch) + ": eager / compiled time" + tt,
+           "BM_Transformer_Eager/" + b, "BM_Transformer_Compiled/" + b, "time", 1.3});
+    }
+    table.push_back({"BERT-sized encoder, 8 x 41 tokens, padding mask: eager / compiled time" + tt,
+                     "BM_BertEncoderMasked_Eager/" + th, "BM_BertEncoderMasked_Compiled/" + th,
+                     "time", 1.3});
   }
 
   std::cout << "\n| ratio (within this run) | value | target | verdict |\n|---|---|---|---|\n";

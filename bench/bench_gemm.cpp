@@ -131,6 +131,10 @@ void layer_grid(benchmark::internal::Benchmark* b) {
       for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 256}, {784, 256}, {384, 1536},
                           {1536, 384}, {1024, 1024}, {1024, 4096}})
         b->Args({m, k, n, threads});
+  // The BERT-sized encoder's layers on 8 x 41 tokens (bench_compiler's BertEncoderMasked).
+  for (int64_t threads : {1, 2})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{384, 1152}, {384, 1536}, {1536, 384}})
+      b->Args({328, k, n, threads});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 

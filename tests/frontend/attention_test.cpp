@@ -306,7 +306,7 @@ TEST(Attention, SdpaErrors) {
       [&] {
         F::scaled_dot_product_attention(q, k, v, ones({3, 4}, kBool));
       },
-      {"broadcasts to the scores", "float32[2, 3, 5]", "bool[3, 4]"});
+      {"broadcasts to the scores", "[2, 3, 5]", "bool[3, 4]"});
 }
 
 // ---- MultiheadAttention ----

@@ -570,7 +570,7 @@ class ProgramBuilder {
 
   bool normalize(const Tensor& x) {
     if (x.dim() == 0) return false;
-    switch (rng_.below(4)) {
+    switch (rng_.below(5)) {
       case 0:
         push(F::softmax(x, dim_of(x)));
         break;
@@ -579,6 +579,11 @@ class ProgramBuilder {
         break;
       case 2:
         push(F::layer_norm(x, {x.size(-1)}));
+        break;
+      case 3:  // self-attention over the last two dims (a vector attends to itself)
+        push(x.dim() >= 2
+                 ? F::scaled_dot_product_attention(x, x, x, Tensor(), 0.0, rng_.coin())
+                 : F::scaled_dot_product_attention(x.unsqueeze(0), x.unsqueeze(0), x.unsqueeze(0)));
         break;
       default:
         push(rng_.coin() ? tril(x.dim() >= 2 ? x : x.unsqueeze(0), rng_.below(3) - 1)
@@ -1022,6 +1027,9 @@ std::vector<std::shared_ptr<TracedBackward>> backward_modules() {
                     Tensor y = F::layer_norm(v[0], {3}, v[1], v[2]);
                     return F::batch_norm(y, Tensor(), Tensor(), v[1], v[2], /*training=*/true);
                   }),
+      backward_of(
+          {randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 3}), randn({3, 5})},
+          [](const auto& v) { return F::scaled_dot_product_attention(v[0], v[1], v[2], v[3]); }),
       backward_of({randn({5, 2})},
                   [ids](const auto& v) {
                     Tensor e = F::embedding(ids, v[0]).unsqueeze(0);

@@ -465,12 +465,14 @@ void run_sample(Generator& gen) {
   backward_of(F::dropout(x, 0.3, true, &gen));
   backward_of(matmul(x, leaf({5, 2}, gen)));
 
-  // Convolution, pooling, normalization, padding.
+  // Convolution, pooling, normalization, attention, padding.
   Tensor img = leaf({2, 3, 6, 6}, gen);
   backward_of(F::conv2d(img, leaf({4, 3, 3, 3}, gen), leaf({4}, gen), {1}, {1}));
   backward_of(F::max_pool2d(img, {2, 2}) + F::avg_pool2d(img, {2, 2}, {}, {0}, false, true, 3));
   backward_of(F::adaptive_avg_pool2d(img, {2, 2}));
   backward_of(F::layer_norm(img, {6}, leaf({6}, gen), leaf({6}, gen)));
+  backward_of(F::scaled_dot_product_attention(leaf({2, 3, 4}, gen), leaf({2, 5, 4}, gen),
+                                              leaf({2, 5, 4}, gen), Tensor(), 0.0, true));
   Tensor running_mean = zeros({3}), running_var = ones({3});
   backward_of(F::batch_norm(img, running_mean, running_var, leaf({3}, gen), leaf({3}, gen), true));
   backward_of(F::batch_norm(img, running_mean, running_var, Tensor(), Tensor(), false));

@@ -11,6 +11,7 @@ void register_factory_kernels();
 void register_nn_kernels();
 // The neural-network kernel files, registered by register_nn_kernels().
 void register_softmax_kernels();
+void register_attention_kernels();
 void register_loss_kernels();
 void register_norm_kernels();
 void register_conv_kernels();

@@ -6,6 +6,7 @@ namespace kiln::cpu {
 
 void register_nn_kernels() {
   register_softmax_kernels();
+  register_attention_kernels();
   register_loss_kernels();
   register_norm_kernels();
   register_conv_kernels();

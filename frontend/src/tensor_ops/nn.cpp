@@ -1,5 +1,6 @@
 // kiln::nn::functional: shared helpers and the registration of every nn vjp. The functions
-// live in one file per concept: softmax, loss, norm, conv, pool, dropout, embedding, pad.
+// live in one file per concept: softmax, attention, loss, norm, conv, pool, dropout,
+// embedding, pad.
 #include "../call.h"
 #include "../vjp_registry.h"
 #include "kiln/tensor_ops/reduction.h"
@@ -29,6 +30,7 @@ Tensor nn_reduce(const Tensor& loss, const std::string& reduction, const char* f
 
 void register_nn_vjps() {
   register_softmax_vjps();
+  register_attention_vjps();
   register_loss_vjps();
   register_norm_vjps();
   register_conv_vjps();

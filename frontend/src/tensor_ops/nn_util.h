@@ -26,6 +26,7 @@ auto with_batch_dim(const Tensor& x, const char* name, F fn) {
 }
 
 void register_softmax_vjps();
+void register_attention_vjps();
 void register_loss_vjps();
 void register_norm_vjps();
 void register_conv_vjps();

@@ -1,6 +1,7 @@
 // The neural-network ops, one header per concept; include this for all of them.
 #pragma once
 
+#include "kiln/ops/attention.h"
 #include "kiln/ops/conv.h"
 #include "kiln/ops/dropout.h"
 #include "kiln/ops/embedding.h"
