@@ -12,6 +12,7 @@
 //             (cblas_sgemm), split across threads like kiln's matmul kernel: "FLOP/s" counts
 //             the layers' 2*batch*in*out, for both.
 //   FashionMLP (eval) at batch 1 and 256; BatchNormCNN (bn_cnn, eval) at batch 1 and 64.
+//   Attention: the fused scaled_dot_product_attention op against matmul + softmax + matmul.
 //   Transformer (the catalog TransformerClassifier, eval) at batch 1 and 64; a BERT-sized
 //             encoder (6 x d384, 12 heads, FFN 1536) on 8 x 41 tokens with a padding mask.
 //   Compile: a fresh compile + first call of ResidualMLP, without the on-disk kernel cache
@@ -400,6 +401,60 @@ BENCHMARK(BM_BatchNormCNN_Eager)->Apply(bn_cnn_args);
 BENCHMARK(BM_BatchNormCNN_Compiled)->Apply(bn_cnn_args);
 BENCHMARK(BM_BatchNormCNN_Interp)->Apply(bn_cnn_args);
 
+// ---- attention ----
+
+// softmax(q kᵀ / sqrt(D) + mask) v on [heads, L, D] float32: the fused op against the
+// composition it replaced (matmul, masked softmax, matmul; PyTorch's math path), eagerly.
+// Shapes: the catalog transformer's (64 images x 4 heads, 28 tokens, D 16), the BERT-sized
+// encoder's (8 x 12 heads, 41 tokens, D 32, key-padding mask) and a long causal one
+// (8 heads, 1024 tokens, D 64). "FLOP/s" counts the two products, 4 L S D per head.
+struct AttentionShape {
+  int64_t heads, tokens, depth;
+  bool padding, causal;
+};
+constexpr AttentionShape kAttentionShapes[] = {
+    {256, 28, 16, false, false}, {96, 41, 32, true, false}, {8, 1024, 64, false, true}};
+
+void attention(benchmark::State& state, bool fused) {
+  const AttentionShape& s = kAttentionShapes[state.range(0)];
+  ThreadsScope threads(static_cast<int>(state.range(1)));
+  NoGradGuard no_grad;
+  Tensor q = filled({s.heads, s.tokens, s.depth}, 1), k = filled({s.heads, s.tokens, s.depth}, 2),
+         v = filled({s.heads, s.tokens, s.depth}, 3);
+  Tensor mask;  // bool, true = may attend: the first 3/4 of the keys, or the causal triangle
+  if (s.padding) mask = (arange(s.tokens) < s.tokens * 3 / 4).view({1, 1, s.tokens});
+  if (s.causal) mask = arange(s.tokens).unsqueeze(0) <= arange(s.tokens).unsqueeze(1);
+  const double scale = 1 / std::sqrt(static_cast<double>(s.depth));
+  auto call = [&] {
+    if (fused)  // the long shape as a user would call it: is_causal skips the future blocks
+      return F::scaled_dot_product_attention(q, k, v, s.causal ? Tensor() : mask, 0.0, s.causal,
+                                             scale);
+    Tensor scores = matmul(q * scale, k.transpose(-2, -1));
+    if (mask.defined()) scores = masked_fill(scores, logical_not(mask), -INFINITY);
+    return matmul(F::softmax(scores, -1), v);
+  };
+  benchmark::DoNotOptimize(call());
+  for (auto _ : state) benchmark::DoNotOptimize(call());
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * s.heads * s.tokens * s.tokens * s.depth,
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+
+void BM_Attention_Fused(benchmark::State& state) {
+  attention(state, true);
+}
+void BM_Attention_Composed(benchmark::State& state) {
+  attention(state, false);
+}
+void attention_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"shape", "threads"});
+  for (int64_t t : thread_counts())
+    for (int64_t shape = 0; shape < 3; ++shape) b->Args({shape, t});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_Attention_Fused)->Apply(attention_args);
+BENCHMARK(BM_Attention_Composed)->Apply(attention_args);
+
 // ---- attention models ----
 
 void transformer(benchmark::State& state, Mode mode) {
@@ -645,6 +700,13 @@ void print_ratios(const RatioReporter& rep) {
     const std::string a = "batch:64/" + th;
     table.push_back({"BatchNormCNN batch 64: eager / compiled time" + tt,
                      "BM_BatchNormCNN_Eager/" + a, "BM_BatchNormCNN_Compiled/" + a, "time"});
+    for (int64_t shape = 0; shape < 3; ++shape) {
+      const char* names[] = {"transformer [256, 28, 16]", "BERT [96, 41, 32] + padding mask",
+                             "causal [8, 1024, 64]"};
+      const std::string a = "shape:" + std::to_string(shape) + "/" + th;
+      table.push_back({std::string("attention ") + names[shape] + ": composed / fused time" + tt,
+                       "BM_Attention_Composed/" + a, "BM_Attention_Fused/" + a, "time"});
+    }
     for (int64_t batch : {1, 64}) {
       const std::string b = "batch:" + std::to_string(batch) + "/" + th;
       table.push_back(

@@ -21,6 +21,8 @@ using VI = int32_t __attribute__((vector_size(32)));
 inline V madd(V a, V b, V c) {
   return _mm256_fmadd_ps(a, b, c);
 }
+// Of 16 ymm registers: the rest hold the loaded vectors and the broadcast.
+constexpr int64_t kAccumulators = 8;
 
 }  // namespace
 }  // namespace kiln::cpu::gemm

@@ -22,6 +22,8 @@ using VI = int32_t __attribute__((vector_size(64)));
 inline V madd(V a, V b, V c) {
   return _mm512_fmadd_ps(a, b, c);
 }
+// Of 32 zmm registers: the rest hold the loaded vectors and the broadcast.
+constexpr int64_t kAccumulators = 16;
 
 }  // namespace
 }  // namespace kiln::cpu::gemm

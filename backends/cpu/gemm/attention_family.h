@@ -8,8 +8,8 @@
 
 namespace kiln::cpu::gemm {
 
-// Keys per block: the score tile of a block of queries (64 x 128 floats) and the packed keys
-// and values (128 x depth each) stay in L2 while the block is computed.
+// Keys per block: the score tile of a block of queries (128 x 64 floats) and the keys and
+// values it reads stay in L2 while the block is computed.
 constexpr int64_t kAttentionKeyBlock = 128;
 // Queries per block, at most: a longer query sequence is cut into equal blocks.
 constexpr int64_t kAttentionQueryBlock = 64;

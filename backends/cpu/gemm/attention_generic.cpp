@@ -17,6 +17,8 @@ using VI = int32_t __attribute__((vector_size(16)));
 inline V madd(V a, V b, V c) {
   return a * b + c;
 }
+// Of 16 xmm registers: the rest hold the loaded vectors and the broadcast.
+constexpr int64_t kAccumulators = 8;
 
 }  // namespace
 }  // namespace kiln::cpu::gemm

@@ -76,6 +76,7 @@ struct Properties {
     // The vjp rebuilds the weights from the inputs and logsumexp, and reads the output.
     scaled_dot_product_attention.saves_inputs = 0b1111;
     scaled_dot_product_attention.saves_outputs = 0b11;
+    scaled_dot_product_attention.optional_outputs = 0b10;  // logsumexp: only the vjp reads it
   }
 } properties;
 }  // namespace
