@@ -363,6 +363,18 @@ Register composite_cases({
                             });
         }),
     make(
+        // A block of reduced dims between kept ones (a mean over a sequence's tokens), large
+        // enough to be split across threads mid-block.
+        "sum", "mean_middle_block", {{{{64, 28, 64, 3}}}, {{{2, 3, 4, 5}}}, {{{5, 1, 3, 7}}}},
+        [](const std::vector<Tensor>& in) { return in[0].mean({1, 2}); },
+        [](const std::vector<Ref>& r) {
+          return ref_reduce(r[0], Shape{1, 2}, false, [](const std::vector<double>& v) {
+            double s = 0;
+            for (double x : v) s += x;
+            return s / static_cast<double>(v.size());
+          });
+        }),
+    make(
         "amax", "logsumexp_composite", {{{{3, 4}}}, {{{2, 3, 5}}}, {{{}}}, {{{64, 700}}}},
         [](const std::vector<Tensor>& in) { return in[0].logsumexp({-1}); },
         [](const std::vector<Ref>& r) {

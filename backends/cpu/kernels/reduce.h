@@ -1,10 +1,14 @@
 // The CPU reduction engine. Algorithm: split the input's dims into kept and reduced ones.
 // Three shapes of work: (a) the reduced dims form the dense tail (rows: each output
 // reduces one contiguous row, with independent lanes so the compiler vectorizes);
-// (b) the reduced dims form the dense head (columns: outputs accumulate row by row,
-// vectorized across the kept tail); (c) anything else walks the reduced dims per output.
+// (b) the reduced dims form one dense block, at the head or between kept dims (columns:
+// outputs accumulate the block row by row, vectorized across the kept tail); (c) anything
+// else walks the reduced dims per output.
 // Outputs are split across the thread pool.
 #pragma once
+
+#include <algorithm>
+#include <memory>
 
 #include "kiln/op.h"
 #include "kiln/thread_pool.h"
@@ -59,20 +63,35 @@ void reduce(const Tensor& in, const Tensor& out, uint64_t mask, R r) {
     return;
   }
 
-  // Pattern (b): input contiguous and every reduced dim before every kept dim.
-  int64_t last_red = -1, first_kept = rank;
+  // Pattern (b): input contiguous and the reduced dims one block, [outer, n_red, inner]
+  // (outer = 1: the reduced dims lead; a mean over a sequence's tokens has both).
+  int64_t last_red = -1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (in.sizes()[d] != 1 && (mask & (1ull << d))) last_red = d;
+  bool one_block = contiguous;
+  int64_t inner = 1;
   for (int64_t d = 0; d < rank; ++d) {
     if (in.sizes()[d] == 1) continue;
-    if (mask & (1ull << d)) last_red = d;
-    else first_kept = std::min(first_kept, d);
+    const bool reduced = mask & (1ull << d);
+    if (d > first_red && d < last_red && !reduced) one_block = false;
+    if (d > last_red) inner *= in.sizes()[d];
   }
-  if (contiguous && last_red < first_kept) {
+  if (one_block) {
     int64_t grain = std::max<int64_t>(16, kParallelGrain / n_red);
     parallel_for(0, n_out, grain, [&](int64_t b, int64_t e) {
-      std::vector<typename R::Acc> acc(static_cast<size_t>(e - b), r.init());
-      for (int64_t i = 0; i < n_red; ++i) {
-        const T* x = base + i * n_out + b;
-        for (int64_t j = 0; j < e - b; ++j) acc[j] = r.step(acc[j], x[j]);
+      // (Not a std::vector: vector<bool> has no data() for the logical reductions.)
+      std::unique_ptr<typename R::Acc[]> acc(new typename R::Acc[static_cast<size_t>(e - b)]);
+      std::fill(acc.get(), acc.get() + (e - b), r.init());
+      // Outputs [b, e) are runs of one outer index each: columns [j0, j1) of its block.
+      for (int64_t at = b; at < e;) {
+        const int64_t outer = at / inner, j0 = at % inner, j1 = std::min(inner, j0 + e - at);
+        const T* block = base + outer * n_red * inner;
+        typename R::Acc* a = acc.get() + (at - b) - j0;
+        for (int64_t i = 0; i < n_red; ++i) {
+          const T* x = block + i * inner;
+          for (int64_t j = j0; j < j1; ++j) a[j] = r.step(a[j], x[j]);
+        }
+        at += j1 - j0;
       }
       for (int64_t j = 0; j < e - b; ++j) o[b + j] = r.done(acc[j], n_red);
     });
