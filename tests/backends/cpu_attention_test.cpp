@@ -196,6 +196,11 @@ TEST(CpuAttention, NanScoresGiveNanOutputsForTheirQueryOnly) {
   }
 }
 
+TEST(CpuAttention, AFamilyThisCpuCannotRunIsAnErrorNamingTheChoices) {
+  Operands o = make({.batch = 1, .L = 2, .S = 2, .D = 2, .Dv = 2}, 3);
+  expect_error([&] { attention(o.args, "sse9"); }, {"gemm::attention", "sse9", "generic"});
+}
+
 TEST(CpuAttention, SplitsAcrossThreadsWithTheSameResult) {
   ScopedThreads two(2);
   for (const char* isa : families())

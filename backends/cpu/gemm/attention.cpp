@@ -15,7 +15,8 @@ namespace kiln::cpu::gemm {
 namespace {
 
 const AttentionFamily& family_for(std::string_view isa) {
-  if (isa.empty()) isa = kernel_name(default_kernel());
+  // kernel_named checks that this CPU runs the family (an error naming the choices if not).
+  isa = kernel_name(isa.empty() ? default_kernel() : kernel_named(isa, "gemm::attention"));
   if (isa == "avx512") return kAvx512Attention;
   if (isa == "avx2") return kAvx2Attention;
   return kGenericAttention;
