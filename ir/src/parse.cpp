@@ -175,8 +175,18 @@ class Parser : private TextCursor {
     for (int64_t d : type.shape)
       if (d < 0 || is_symbolic_size(d))
         fail_at(start, "a constant needs static dims, found the type ", type_str(type), ".");
+    // The element count, checked before anything is allocated: it must fit int64, and each
+    // element takes at least two characters ("1," or "1]") of the text that follows.
+    int64_t n = 1;
+    for (int64_t d : type.shape)
+      if (__builtin_mul_overflow(n, d, &n))
+        fail_at(start, "the constant's type ", type_str(type),
+                " has more elements than a 64-bit size can count.");
+    if (n > 0 && static_cast<uint64_t>(n) > remaining() / 2)
+      fail_at(start, "the constant's type ", type_str(type), " needs ", n, " elements, but only ",
+              remaining(), " characters of text follow.");
     Tensor t = Tensor::empty(type.shape, type.dtype);
-    int64_t n = t.numel(), count = 0;
+    int64_t count = 0;
     expect('[', "before the constant's elements");
     if (!accept(']')) {
       do {

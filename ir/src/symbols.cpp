@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "kiln/error.h"
+#include "kiln/shape.h"
 
 namespace kiln::ir {
 
@@ -42,13 +43,6 @@ void check_symbol_index(int k, const char* fn) {
 [[noreturn]] void fail_size_text(std::string_view text, const char* problem) {
   KILN_FAIL("[ir] expected a size like 784, s0, s0*784 or s0^2*3, found \"", text, "\" (", problem,
             ").");
-}
-
-// a * b, or nullopt when it overflows int64.
-std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
-  return r;
 }
 
 int64_t parse_int(std::string_view text, std::string_view whole) {

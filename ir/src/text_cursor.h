@@ -36,6 +36,7 @@ class TextCursor {
   std::string_view braced(std::string_view what);
 
   std::string line_col(size_t pos) const;  // "line 3, col 14"
+  size_t remaining() const { return text_.size() - pos_; }  // characters left to read
   template <class... Parts>
   [[noreturn]] void fail_at(size_t pos, const Parts&... parts) const {
     KILN_FAIL("[ir parse] ", line_col(pos), ": ", parts...);

@@ -7,9 +7,39 @@
 
 namespace kiln {
 
+namespace {
+
+[[noreturn]] void fail_overflow(std::string_view what, int64_t a, const char* op, int64_t b) {
+  KILN_FAIL(what, ": ", a, " ", op, " ", b,
+            " does not fit a 64-bit size (the largest is 9223372036854775807). Fix: check where "
+            "these sizes come from (a config, a file, an attribute, an input shape).");
+}
+
+[[noreturn]] void fail_shape_overflow(IntList shape, const char* what) {
+  KILN_FAIL("the shape ", shape_str(shape), " has more ", what,
+            " than a 64-bit size can count (the largest is 9223372036854775807). Fix: check "
+            "where these sizes come from (a config, a file, an attribute, an input shape).");
+}
+
+}  // namespace
+
+int64_t size_mul(int64_t a, int64_t b, std::string_view what) {
+  std::optional<int64_t> r = checked_mul(a, b);
+  if (!r) fail_overflow(what, a, "*", b);
+  return *r;
+}
+
+int64_t size_add(int64_t a, int64_t b, std::string_view what) {
+  std::optional<int64_t> r = checked_add(a, b);
+  if (!r) fail_overflow(what, a, "+", b);
+  return *r;
+}
+
 int64_t numel(IntList shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n)) [[unlikely]]
+      fail_shape_overflow(shape, "elements");
   return n;
 }
 
@@ -18,7 +48,8 @@ Shape contiguous_strides(IntList shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc)) [[unlikely]]
+      fail_shape_overflow(shape, "elements per stride");
   }
   return strides;
 }

@@ -55,7 +55,8 @@ void for_each_offset(const TensorImpl& t, F&& f) {
 
 Tensor Tensor::empty(IntList sizes, DType dtype, Device device) {
   check_sizes(sizes, "Tensor::empty");
-  size_t nbytes = static_cast<size_t>(kiln::numel(sizes)) * itemsize(dtype);
+  const size_t nbytes = static_cast<size_t>(size_mul(
+      kiln::numel(sizes), static_cast<int64_t>(itemsize(dtype)), "Tensor::empty: the byte count"));
   Shape strides = contiguous_strides(sizes);
   return Tensor(make_impl(Storage::allocate(nbytes, device), sizes, strides, 0, dtype, device));
 }
@@ -69,11 +70,15 @@ Tensor Tensor::from_blob(void* data, IntList sizes, DType dtype, IntList strides
   int64_t span = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
     KILN_CHECK(st[i] >= 0, "Tensor::from_blob: negative strides are not supported, got ", shape_str(st), ".");
-    span += (sizes[i] - 1) * st[i];
+    if (sizes[i] > 0)
+      span = size_add(span, size_mul(sizes[i] - 1, st[i], "Tensor::from_blob: the span"),
+                      "Tensor::from_blob: the span");
   }
   if (kiln::numel(sizes) == 0) span = 0;
-  auto storage = Storage::from_external(data, static_cast<size_t>(span) * itemsize(dtype), device,
-                                        std::move(deleter));
+  const int64_t bytes =
+      size_mul(span, static_cast<int64_t>(itemsize(dtype)), "Tensor::from_blob: the byte count");
+  auto storage =
+      Storage::from_external(data, static_cast<size_t>(bytes), device, std::move(deleter));
   return Tensor(make_impl(std::move(storage), sizes, st, 0, dtype, device));
 }
 

@@ -337,6 +337,29 @@ TEST(ExportGuards, WrongDtypeThroughTheCApi) {
   kiln_rt_free(model);
 }
 
+TEST(ExportGuards, HugeBatchesAreErrorsNotCrashes) {
+  // A batch whose element count overflows int64 is refused at the C API; one that fits but
+  // whose activations cannot be allocated is an out-of-memory error, never a wrapped size.
+  ScratchDir scratch("huge");
+  std::string dir = scratch.path("a.kiln");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, dir, options);
+  kiln_rt_model* model = kiln_rt_load(dir.c_str());
+  ASSERT_NE(model, nullptr) << kiln_rt_last_error();
+  std::vector<float> data(12, 0.5f);
+  int64_t overflowing[2] = {int64_t{1} << 62, 12};
+  kiln_rt_tensor x = {data.data(), KILN_RT_FLOAT32, 2, overflowing};
+  EXPECT_EQ(kiln_rt_run(model, &x, 1), nullptr);
+  expect_parts(kiln_rt_last_error(),
+               {"element count", "4611686018427387904 * 12", "does not fit a 64-bit size"});
+  int64_t unallocatable[2] = {int64_t{1} << 50, 12};
+  x.shape = unallocatable;
+  EXPECT_EQ(kiln_rt_run(model, &x, 1), nullptr);
+  expect_parts(kiln_rt_last_error(), {"out of memory"});
+  kiln_rt_free(model);
+}
+
 TEST(ExportGuards, WrongRankCountAndStaticDim) {
   Loaded dynamic(false);
   std::vector<float> data(7 * 12, 0.25f);

@@ -423,6 +423,18 @@ TEST(NnErrors, Conv2d) {
       },
       {"[conv2d]", "\"full\""});
   expect_error([&] { F::conv2d(x, zeros({4, 3, 3, 3}, kFloat64)); }, {"[conv2d]", "dtype", "Fix:"});
+  // Window arithmetic that leaves int64 (it once wrapped around in infer).
+  expect_error(
+      [&] {
+        F::conv2d(x, zeros({4, 3, 3, 3}), {}, {1}, {1, 4611686018427387905});
+      },
+      {"[conv2d] the padded input or the dilated kernel", "2 * 4611686018427387905",
+       "does not fit a 64-bit size"});
+  expect_error(
+      [&] {
+        F::conv2d(x, zeros({4, 3, 3, 3}), {}, {1}, {0}, {4611686018427387905});
+      },
+      {"[conv2d]", "4611686018427387905 * 2", "does not fit"});
 }
 
 // NaN counts as the maximum and a later NaN replaces an earlier one (PyTorch's CPU rule), on
@@ -461,6 +473,8 @@ TEST(NnErrors, Pooling) {
                {"[max_pool2d]", "at most half of the (dilated) kernel size", "Fix:"});
   expect_error([&] { F::max_pool2d(x, {7}); }, {"[max_pool2d]", "output would be empty", "Fix:"});
   expect_error([&] { F::max_pool2d(x, {0}); }, {"[max_pool2d]", "kernel_size", ">= 1"});
+  expect_error([&] { F::max_pool2d(x, {3}, {}, {0}, {4611686018427387905}); },
+               {"max_pool2d", "does not fit a 64-bit size"});
   expect_error(
       [&] {
         F::avg_pool2d(zeros({6, 6}), {2});

@@ -107,6 +107,20 @@ TEST(IrParse, ConstantElements) {
                      {"a constant needs static dims, found the type float32[s0]"});
 }
 
+TEST(IrParse, ConstantSizesAreCheckedBeforeAllocating) {
+  // A count that overflows int64, and one that the text cannot hold: refused before any
+  // buffer is allocated (the first once wrapped around and overflowed a small heap buffer).
+  expect_parse_error(
+      with_node("return", "const %0 \"c\": float32[4294967296, 4294967296] = [1]"),
+      {"line 2, col 51: the constant's type float32[4294967296, 4294967296] has more elements "
+       "than a 64-bit size can count"});
+  expect_parse_error(with_node("return", "const %0 \"c\": float32[9223372036854775807] = [1]"),
+                     {"float32[9223372036854775807] needs 9223372036854775807 elements",
+                      "characters of text follow"});
+  expect_parse_error(with_node("return", "const %0 \"c\": float32[1000000] = [1, 2]"),
+                     {"needs 1000000 elements, but only"});
+}
+
 TEST(IrParse, Strings) {
   expect_parse_error("graph \"G {\n", {"line 1, col 7: unterminated string"});
   expect_parse_error(

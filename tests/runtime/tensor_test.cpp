@@ -11,6 +11,33 @@
 namespace kiln {
 namespace {
 
+TEST(Tensor, SizeArithmeticNeverWraps) {
+  // Shapes from configs, files and the C API: an element count, a stride or a byte count
+  // that leaves int64 is an error naming the shape, not a small wrapped allocation.
+  constexpr int64_t k2to40 = int64_t{1} << 40, kMax = 9223372036854775807;
+  expect_error(
+      [] {
+        numel({k2to40, k2to40});
+      },
+      {"the shape [1099511627776, 1099511627776] has more elements than a 64-bit size"});
+  expect_error([] { contiguous_strides({0, k2to40, k2to40}); }, {"elements per stride"});
+  expect_error([&] { Tensor::empty({kMax}, kFloat32); },
+               {"Tensor::empty: the byte count", "9223372036854775807 * 4", "does not fit"});
+  expect_error([&] { Tensor::empty({k2to40, k2to40}, kFloat32); }, {"more elements"});
+  float x = 0;
+  expect_error(
+      [&] {
+        Tensor::from_blob(&x, {2, 2}, kFloat32, {kMax, 1});
+      },
+      {"Tensor::from_blob: the span"});
+  EXPECT_EQ(size_mul(3, 4, "x"), 12);
+  EXPECT_EQ(size_add(kMax - 1, 1, "x"), kMax);
+  expect_error([] { size_add(kMax, 1, "the padded width"); },
+               {"the padded width: 9223372036854775807 + 1 does not fit a 64-bit size"});
+  // A size that fits but cannot be allocated is an out-of-memory error.
+  expect_error([] { Tensor::empty({int64_t{1} << 60}, kFloat32); }, {"out of memory"});
+}
+
 TEST(Tensor, FromVectorAndAccess) {
   Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(t.dim(), 2);

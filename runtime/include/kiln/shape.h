@@ -2,12 +2,14 @@
 // (element counts, contiguous strides, broadcasting, dim wrapping).
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
-#include <vector>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kiln/small_vector.h"
 
@@ -53,7 +55,27 @@ class IntList {
   size_t size_ = 0;
 };
 
+// Size arithmetic that never wraps around: a * b and a + b, or nullopt when the result
+// leaves int64.
+inline std::optional<int64_t> checked_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+inline std::optional<int64_t> checked_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
+  return r;
+}
+// The same for sizes that come from outside (files, configs, attributes, the C API): a
+// kiln::Error naming `what` and the operands when the result does not fit int64.
+int64_t size_mul(int64_t a, int64_t b, std::string_view what);
+int64_t size_add(int64_t a, int64_t b, std::string_view what);
+
+// The element count; a kiln::Error naming the shape when it does not fit int64.
 int64_t numel(IntList shape);
+// Row-major strides; a kiln::Error when they do not fit int64 (with a zero-size dim the
+// element count can fit while the strides do not).
 Shape contiguous_strides(IntList shape);
 std::string shape_str(IntList shape);  // "[2, 3]"
 

@@ -83,7 +83,7 @@ kiln_rt_outputs* kiln_rt_run(kiln_rt_model* model, const kiln_rt_tensor* inputs,
       int64_t elements = 1;
       for (int64_t d : shape) {
         KILN_CHECK(d >= 0, "[kiln_rt] kiln_rt_run: input ", i, " has a negative size ", d, ".");
-        elements *= d;
+        elements = kiln::size_mul(elements, d, "[kiln_rt] kiln_rt_run: an input's element count");
       }
       KILN_CHECK(t.data != nullptr || elements == 0, "[kiln_rt] kiln_rt_run: input ", i,
                  " has no data (NULL). Fix: point kiln_rt_tensor.data at the elements.");

@@ -1,6 +1,8 @@
 // Definitions of conv2d and its gradient ops.
 #include "kiln/ops/conv.h"
 
+#include <string>
+
 #include "kiln/ops/infer_util.h"
 #include "nn_infer.h"
 
@@ -8,7 +10,10 @@ namespace kiln::ops {
 
 int64_t conv_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
                          int64_t dilation) {
-  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+  constexpr std::string_view kWhat = "conv2d: the padded input or the dilated kernel";
+  const int64_t padded = size_add(in, size_mul(2, pad, kWhat), kWhat);
+  const int64_t span = size_add(size_mul(dilation, kernel - 1, kWhat), 1, kWhat);
+  return (padded - span) / stride + 1;
 }
 
 namespace {
@@ -29,16 +34,18 @@ Shape conv_shape(const InferCall& c, IntList x, IntList w, const Conv2dAttrs& a)
              shape_str(w), ".");
   KILN_CHECK(x.size() == 4, "[", op, "] expected a 4-D input [N, C, H, W], got ", shape_str(x),
              ". Fix: add a batch dim with unsqueeze(0).");
-  KILN_CHECK(x[1] == w[1] * a.groups, "[", op, "] the input has ", x[1], " channels (",
-             shape_str(x), ") but the weight ", shape_str(w), " with groups=", a.groups,
-             " expects ", w[1] * a.groups, ". Fix: give the layer in_channels=", x[1],
-             " (weight dim 1 = in_channels / groups).");
+  const int64_t channels =
+      size_mul(w[1], a.groups, std::string("[") + op + "] the weight's channels");
+  KILN_CHECK(x[1] == channels, "[", op, "] the input has ", x[1], " channels (", shape_str(x),
+             ") but the weight ", shape_str(w), " with groups=", a.groups, " expects ", channels,
+             ". Fix: give the layer in_channels=", x[1], " (weight dim 1 = in_channels / groups).");
   KILN_CHECK(w[0] % a.groups == 0, "[", op, "] out_channels=", w[0],
              " is not divisible by groups=", a.groups, ". Fix: use a multiple of groups.");
   Shape out{x[0], w[0], 0, 0};
   for (int i = 0; i < 2; ++i) {
-    int64_t padded = x[2 + i] + 2 * a.padding[i];
-    int64_t span = a.dilation[i] * (w[2 + i] - 1) + 1;
+    const std::string what = std::string("[") + op + "] the padded input or the dilated kernel";
+    const int64_t padded = size_add(x[2 + i], size_mul(2, a.padding[i], what), what);
+    const int64_t span = size_add(size_mul(a.dilation[i], w[2 + i] - 1, what), 1, what);
     KILN_CHECK(padded >= span, "[", op, "] the kernel (", w[2], "x", w[3], ", dilation ",
                shape_str(a.dilation), ", spanning ", span,
                ") is larger than the padded input along ", i == 0 ? "height" : "width", " (",

@@ -8,7 +8,10 @@ namespace kiln::ops {
 
 int64_t pool_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
                          bool ceil_mode) {
-  int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  constexpr std::string_view kWhat = "pooling: the padded input or the dilated window";
+  const int64_t padded = size_add(in, size_mul(2, pad, kWhat), kWhat);
+  const int64_t window = size_mul(dilation, kernel - 1, kWhat);
+  const int64_t span = size_add(padded - window - 1, ceil_mode ? stride - 1 : 0, kWhat);
   int64_t out = (span >= 0 ? span / stride : -((-span + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
   return out;
@@ -26,7 +29,7 @@ Shape pooled_shape(const InferCall& c, IntList x, IntList kernel, IntList stride
   infer::check_pair(c, dilation, "dilation", 1);
   // PyTorch's limit: half the effective (dilated) kernel, so every window overlaps the input.
   for (int i = 0; i < 2; ++i)
-    KILN_CHECK(pad[i] <= ((kernel[i] - 1) * dilation[i] + 1) / 2, "[", op,
+    KILN_CHECK(pad[i] <= size_add(size_mul(kernel[i] - 1, dilation[i], op), 1, op) / 2, "[", op,
                "] padding should be at most half of the (dilated) kernel size, got padding=",
                shape_str(pad), " for kernel_size=", shape_str(kernel),
                " and dilation=", shape_str(dilation), ". Fix: use padding <= kernel_size / 2.");

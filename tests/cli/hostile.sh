@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Hostile sizes through the `kiln` CLI: configs whose tensor sizes overflow int64, or fit it
+# but cannot be allocated, end with a kiln error (exit status 1) naming the shape or the
+# bytes, never a crash (a signal's 128 + N) or a wrapped allocation.
+# Usage: hostile.sh KILN_BINARY. Needs no dataset.
+set -euo pipefail
+kiln="$1"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+# refused NAME TEXT ARGS...: kiln ARGS exits with 1 and prints TEXT.
+refused() {
+  local name="$1" text="$2"; shift 2
+  run "$name" "$@"
+  [ "$rc" -eq 1 ] || fail "$name: exit $rc (expected 1): $(cat "$tmp/$name.txt")"
+  has "$tmp/$name.txt" "$text" "$name"
+}
+
+too_many="more elements than a 64-bit size can count"
+refused mlp_max "the shape [9223372036854775807, 784] has $too_many" \
+  summary --model fashion_mlp --config '{"d_hidden": 9223372036854775807}'
+refused mlp_2e62 "the shape [4611686018427387904, 784] has $too_many" \
+  summary --model fashion_mlp --config '{"d_hidden": 4611686018427387904}'
+refused residual "$too_many" summary --model residual_mlp --config '{"d_hidden": 9223372036854775807}'
+refused cnn "$too_many" summary --model bn_cnn --config '{"channels1": 4611686018427387904}'
+refused transformer "$too_many" \
+  summary --model transformer --config '{"d_model": 4611686018427387904, "nhead": 1}'
+refused bench_mlp "$too_many" bench --model fashion_mlp --config '{"d_hidden": 9223372036854775807}'
+# Fits int64, not memory: the allocator's error with the byte count.
+refused transformer_oom "out of memory allocating 777472128000 bytes" \
+  summary --model transformer --config '{"image_size": 3037000500}'
+echo "hostile.sh: all passed"
