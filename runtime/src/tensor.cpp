@@ -105,6 +105,13 @@ Tensor Tensor::alias(IntList sizes, IntList strides, int64_t offset) const {
 
 void Tensor::symbolic_shape_read(const char* what) const { impl_->symbolic->check_shape_read(what); }
 
+void Tensor::undefined_read(const char* what) {
+  KILN_FAIL("[Tensor] ", what,
+            " of an undefined tensor (a default-constructed kiln::Tensor(), "
+            "which holds no data). Fix: pass a tensor made by a factory such as kiln::zeros or "
+            "kiln::randn, or test t.defined() before using it.");
+}
+
 int64_t Tensor::size(int64_t d) const {
   check_shape_read("size()");
   return impl_->sizes[static_cast<size_t>(wrap_dim(d, dim(), "size"))];

@@ -1,12 +1,13 @@
 // Tensor metadata, views, element access, printing, dtypes and type promotion.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "kiln/allocator.h"
 #include "kiln/kiln.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -36,6 +37,18 @@ TEST(Tensor, SizeArithmeticNeverWraps) {
                {"the padded width: 9223372036854775807 + 1 does not fit a 64-bit size"});
   // A size that fits but cannot be allocated is an out-of-memory error.
   expect_error([] { Tensor::empty({int64_t{1} << 60}, kFloat32); }, {"out of memory"});
+}
+
+TEST(Tensor, AnUndefinedTensorRefusesReadsInsteadOfCrashing) {
+  Tensor t;
+  EXPECT_FALSE(t.defined());
+  for (auto read : std::vector<std::function<void()>>{
+           [&] { (void)t.sizes(); }, [&] { (void)t.dim(); }, [&] { (void)t.numel(); },
+           [&] { (void)t.size(0); }, [&] { (void)t.dtype(); }, [&] { (void)t.device(); }})
+    expect_error(read, {"of an undefined tensor", "default-constructed kiln::Tensor()",
+                        "Fix:", "t.defined()"});
+  nn::Linear linear(3, 4);
+  expect_error([&] { linear(Tensor()); }, {"undefined"});
 }
 
 TEST(Tensor, FromVectorAndAccess) {

@@ -135,8 +135,16 @@ class Tensor {
     return kiln::numel(impl_->sizes);
   }
   int64_t storage_offset() const { return impl_->offset; }
-  DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->device; }
+  DType dtype() const {
+    if (!impl_) [[unlikely]]
+      undefined_read("dtype()");
+    return impl_->dtype;
+  }
+  Device device() const {
+    if (!impl_) [[unlikely]]
+      undefined_read("device()");
+    return impl_->device;
+  }
   size_t element_size() const { return itemsize(impl_->dtype); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   bool is_contiguous() const;
@@ -235,15 +243,19 @@ class Tensor {
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
 
  private:
-  // Lets a symbolic tensor refuse a shape read (an uninitialized parameter has no shape).
-  // The call is out of line and the accessors are forced inline (the cold call would tip
-  // GCC into outlining numel()), so each read adds a load and a branch. strides() is not
+  // Refuses a shape read of an undefined tensor (a default-constructed Tensor()) and lets a
+  // symbolic tensor refuse one (an uninitialized parameter has no shape). The call is out
+  // of line and the accessors are forced inline (the cold call would tip GCC into
+  // outlining numel()), so each read adds a load and two branches. strides() is not
   // checked: it is read by kernels, after the shape.
   [[gnu::always_inline]] void check_shape_read(const char* what) const {
+    if (!impl_) [[unlikely]]
+      undefined_read(what);
     if (impl_->symbolic) [[unlikely]]
       symbolic_shape_read(what);
   }
   [[gnu::cold]] void symbolic_shape_read(const char* what) const;
+  [[noreturn, gnu::cold]] static void undefined_read(const char* what);
 
   std::shared_ptr<TensorImpl> impl_;
 };
