@@ -1,6 +1,8 @@
 // Where a graph's symbols get their runtime values (symbol_binding.h).
 #include "kiln/ir/symbol_binding.h"
 
+#include <string>
+
 #include "kiln/error.h"
 
 namespace kiln::ir {
@@ -32,6 +34,36 @@ SymbolValues bind_symbols(std::span<const SymbolSource> sources, std::span<const
   for (const SymbolSource& src : sources)
     values[static_cast<size_t>(src.symbol)] = inputs[src.input].size(static_cast<int64_t>(src.dim));
   return values;
+}
+
+void check_input_types(const Graph& g, std::span<const Tensor> inputs, const SymbolValues& values,
+                       const char* who) {
+  const auto& graph_inputs = g.inputs();
+  for (size_t i = 0; i < graph_inputs.size() && i < inputs.size(); ++i) {
+    const GraphInput& in = graph_inputs[i];
+    const Tensor& x = inputs[i];
+    if (in.kind != InputKind::Input || !x.defined()) continue;
+    const Type& want = in.value->type;
+    // The message is built only on failure: a call that fits formats nothing.
+    auto refuse = [&](const std::string& why) {
+      KILN_FAIL(who, " graph ", g.name(), ": input '", in.name, "' expects ", type_str(want),
+                ", got ", x.type_str(), ": ", why,
+                ". Fix: pass an input of the graph's type (the caller's guards or the artifact's "
+                "manifest should have refused this one).");
+    };
+    if (x.dtype() != want.dtype) refuse("another dtype");
+    if (x.dim() != static_cast<int64_t>(want.shape.size()))
+      refuse("rank " + std::to_string(x.dim()) + ", not " + std::to_string(want.shape.size()));
+    for (size_t d = 0; d < want.shape.size(); ++d) {
+      const int64_t expected = substitute_size(want.shape[d], values);
+      const int64_t got = x.size(static_cast<int64_t>(d));
+      if (got != expected)
+        refuse("dim " + std::to_string(d) + " is " + std::to_string(got) + ", not " +
+               std::to_string(expected) +
+               (is_symbolic_size(want.shape[d]) ? " (" + format_size(want.shape[d]) + " here)"
+                                                : std::string()));
+    }
+  }
 }
 
 bool attrs_hold_symbols(const Attrs& attrs) {

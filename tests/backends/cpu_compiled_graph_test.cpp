@@ -727,7 +727,7 @@ TEST(CpuCompiledGraph, ManyRowsByALargeWeightOrAWeightComputedPerCallUseTheLibra
   EXPECT_EQ(per_call.stats().packed_weights, 0) << per_call.stats().str();
   for (float s : {1.0f, 3.0f}) {
     std::vector<Tensor> args{randn({8, 40}, {}, &gen), randn({40, 24}, {}, &gen),
-                             Tensor::from_vector(std::vector<float>{s}, {})};
+                             Tensor::scalar(s, kFloat32)};
     expect_product_close(per_call.run(args), reference(scaled, args));
   }
 }

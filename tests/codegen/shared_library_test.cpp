@@ -114,14 +114,24 @@ TEST(CodegenSharedLibrary, LoadingErrorsNameTheFileAndTheFix) {
   ScratchDir dir;
   expect_error([&] { cpu::KernelLibrary missing(dir.path + "/nothing.so"); },
                {"[kernels] expected a shared library of kernels at", "nothing.so",
-                "cannot be loaded", "Fix: point at the kernels file an export wrote"});
+                "cannot be opened", "Fix: point at the kernels file an export wrote"});
   const std::string junk = dir.path + "/junk.so";
   std::ofstream(junk) << "not a library";
-  expect_error([&] { cpu::KernelLibrary bad(junk); }, {"junk.so", "cannot be loaded"});
+  expect_error([&] { cpu::KernelLibrary bad(junk); },
+               {"junk.so is not a complete ELF shared library", "shorter than an ELF header"});
 
   Compiled five = compile_text(testing::kFiveOpKernel, "fused_0");
   const std::string path = dir.path + "/libkernels.so";
   link_shared_library(five.module->object(), path);
+  // A truncated copy is refused before the loader maps its missing pages (SIGBUS).
+  const std::string truncated = dir.path + "/truncated.so";
+  std::filesystem::copy_file(path, truncated);
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(path) / 2);
+  expect_error([&] { cpu::KernelLibrary bad(truncated); },
+               {"truncated.so is not a complete ELF shared library", "truncated or damaged"});
+  std::filesystem::resize_file(truncated, 200);
+  expect_error([&] { cpu::KernelLibrary bad(truncated); }, {"lie outside the file"});
+
   cpu::KernelLibrary library(path);
   expect_error([&] { library.lookup("fused_7"); },
                {"[kernels] expected", "libkernels.so to define kernel 'fused_7'",

@@ -15,8 +15,10 @@
 
 #include "export/export_test_util.h"
 #include "frontend/compare_bits.h"
+#include "kiln/artifact/manifest.h"
 #include "kiln/cpu_features.h"
 #include "kiln/kiln.h"
+#include "kiln/sha256.h"
 #include "kiln_rt.hpp"
 #include "test_util.h"
 
@@ -549,6 +551,39 @@ TEST_F(ExportTampered, TruncatedKernelLibrary) {
   expect_parts(load_error(dir), {"kernels0.so", "sha256", "truncated"});
 }
 
+// The strongest tamperer recomputes every digest: the loader and each call must still
+// refuse what would crash or read out of bounds.
+TEST_F(ExportTampered, TruncatedLibraryWithItsDigestsRecomputed) {
+  std::string dir = fresh_copy();
+  const std::string library = dir + "/kernels0.so";
+  fs::resize_file(library, fs::file_size(library) / 2);
+  json::Value m = manifest(dir);
+  m["sha256"]["kernels0.so"] = sha256_file_hex(library);
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(dir, m);
+  // dlopen would map the missing half and SIGBUS on first touch.
+  expect_parts(load_error(dir),
+               {"kernels0.so is not a complete ELF shared library", "truncated or damaged"});
+}
+
+TEST_F(ExportTampered, AnotherInputShapeWithTheDigestRecomputed) {
+  for (int64_t width : {24, 6}) {
+    std::string dir = fresh_copy();
+    json::Value m = manifest(dir);
+    m["inputs"].as_array()[0]["shape"].as_array()[1] = width;
+    m["artifact_sha256"] = artifact::artifact_digest(m);
+    write_manifest(dir, m);
+    // The manifest now admits [N, width]; the graph's own type still refuses it (a wider
+    // input once wrote past a heap buffer, a narrower one returned garbage).
+    kiln_rt::Model rt(dir);
+    std::vector<float> x(static_cast<size_t>(3 * width), 0.5f);
+    expect_parts(
+        run_error(rt, {kiln_rt::Model::input(x.data(), {3, width})}),
+        {"input 'x' expects float32[s0, 12]", "dim 1 is " + std::to_string(width) + ", not 12"});
+    fs::remove_all(dir);  // fresh_copy's directory, for the next width
+  }
+}
+
 // The object file is not loaded, but it is part of the artifact (for static linking).
 TEST_F(ExportTampered, DamagedOrMissingObjectFile) {
   std::string dir = fresh_copy();
@@ -588,6 +623,7 @@ TEST_F(ExportTampered, CpuFeatureThisHostLacks) {
   std::string dir = fresh_copy();
   json::Value m = manifest(dir);
   m["target"]["features"].as_array().push_back("avx512er");
+  m["artifact_sha256"] = artifact::artifact_digest(m);  // a consistent manifest naming it
   write_manifest(dir, m);
   expect_parts(load_error(dir), {"CPU features this machine lacks: avx512er", "portable"});
 #else
@@ -600,7 +636,8 @@ TEST_F(ExportTampered, ChangedFileDigest) {
   json::Value m = manifest(dir);
   m["sha256"]["graph0.kir"] = std::string(64, '0');
   write_manifest(dir, m);
-  expect_parts(load_error(dir), {"artifact_sha256", "expected the digest of the files' digests"});
+  expect_parts(load_error(dir),
+               {"artifact_sha256", "the files' digests", "manifest.json was changed after export"});
 }
 
 TEST_F(ExportTampered, NullAndMissingDirectory) {

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <vector>
+
 #include "kiln/sha256.h"
 #include "test_util.h"
 
@@ -65,14 +68,32 @@ TEST(ArtifactManifest, RefusesWhatALoaderCannotTrust) {
   expect_refused(v, {"graphs[1]", "range of symbol s0 as [min, max]", "[3,1]"});
   v = good;
   v["sha256"]["graph0.kir"] = std::string(64, '0');
-  expect_refused(v, {"field artifact_sha256", "expected the digest of the files' digests"});
+  expect_refused(v, {"field artifact_sha256",
+                     "expected the digest of the manifest's fields and the files' digests"});
+  // Any other field is covered as well: a signature, a range, the CPU features, a new field.
+  for (auto edit : std::vector<std::function<void(json::Value&)>>{
+           [](json::Value& m) { m["inputs"].as_array()[0]["shape"].as_array()[2] = 56; },
+           [](json::Value& m) { m["symbols"].as_array()[0]["max"] = 4; },
+           [](json::Value& m) { m["target"]["features"] = json::Array{}; },
+           [](json::Value& m) { m["outputs"].as_array()[0]["shape"].as_array()[1] = 11; },
+           [](json::Value& m) { m["comment"] = "added"; }}) {
+    v = good;
+    edit(v);
+    expect_refused(v, {"field artifact_sha256", "manifest.json was changed after export"});
+    v["artifact_sha256"] = artifact_digest(v);  // re-hashed by hand: the fields then count
+    EXPECT_NO_THROW(Manifest::from_json(v, "m.json"));
+  }
   v = good;
   v["sha256"].as_object().erase(v["sha256"].as_object().begin());
   expect_refused(v, {"field sha256", "expected a digest of", "found none"});
   v = good;
-  v["format_version"] = 2;
-  expect_refused(v, {"expected an artifact format this kiln_rt reads (1 to 1), found 2",
+  v["format_version"] = 3;
+  expect_refused(v, {"expected an artifact format this kiln_rt reads (1 to 2), found 3",
                      "written by kiln 0.1.0"});
+  v = good;
+  v["format_version"] = 1;
+  expect_refused(v, {"format 1 (written by kiln 0.1.0) is no longer read",
+                     "does not cover the manifest", "export the model again"});
 }
 
 TEST(ArtifactManifest, ReadManifestNamesAMissingDirectory) {

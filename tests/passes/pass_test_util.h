@@ -58,8 +58,9 @@ inline Tensor random_tensor(const ir::Type& t, std::mt19937& rng,
     }
     values[i] = x;
   }
-  // Build as float64 and let the eager cast give the input's dtype.
-  Tensor f64 = Tensor::from_vector<double>(values, shape);
+  // Build as float64 and let the eager cast give the input's dtype. (from_vector reads an
+  // empty shape as 1-D: the reshape makes a 0-d input 0-d.)
+  Tensor f64 = Tensor::from_vector<double>(values, shape).reshape(shape);
   if (t.dtype == DType::Float64) return f64;
   ops::CastAttrs cast;
   cast.dtype = t.dtype;

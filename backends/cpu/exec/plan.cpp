@@ -571,6 +571,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) {
     slots_[in.value->id] = given ? inputs[i] : in.constant;
   }
   ir::SymbolValues symbols = ir::bind_symbols(symbol_sources_, inputs);
+  ir::check_input_types(graph_, inputs, symbols, "[cpu]");
   if (!buffers_planned_ || symbols != planned_for_ ||
       (!chains_.empty() && planned_threads_ != num_threads()))
     plan_buffers(symbols);

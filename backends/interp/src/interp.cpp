@@ -64,6 +64,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
              graph_inputs.size(), " inputs, got ", inputs.size(), ".");
   RunState state;
   ir::SymbolValues values = ir::bind_symbols(symbol_sources_, inputs);
+  ir::check_input_types(*graph_, inputs, values, "[interp]");
   state.symbols.assign(values.begin(), values.end());
   state.reseed = !replay_recorded_random_;
   return run_graph(*graph_, inputs, state);

@@ -206,6 +206,10 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
   Manifest m;
   m.format_version = r.integer("format_version");
   m.kiln_version = r.string("kiln_version");
+  KILN_CHECK(m.format_version != 1, r.where("format_version"), "format 1 (written by kiln ",
+             m.kiln_version,
+             ") is no longer read: its digest does not cover the manifest, so an edited "
+             "signature could reach the kernels. Fix: export the model again with this kiln.");
   KILN_CHECK(m.format_version >= 1 && m.format_version <= kFormatVersion, r.where("format_version"),
              "expected an artifact format this kiln_rt reads (1 to ", kFormatVersion, "), found ",
              m.format_version, " (written by kiln ", m.kiln_version,
@@ -277,9 +281,12 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
     KILN_CHECK(m.sha256.count(file), r.where("sha256"), "expected a digest of ", file,
                ", found none. ", Reader::fix());
   m.artifact_sha256 = r.string("artifact_sha256");
-  KILN_CHECK(m.artifact_sha256 == m.combined_sha256(), r.where("artifact_sha256"),
-             "expected the digest of the files' digests, ", m.combined_sha256(), ", found ",
-             m.artifact_sha256, ". ", Reader::fix());
+  // The document as read, not as this reader understood it: an unknown field is covered too.
+  const std::string digest = artifact_digest(value);
+  KILN_CHECK(m.artifact_sha256 == digest, r.where("artifact_sha256"),
+             "expected the digest of the manifest's fields and the files' digests, ", digest,
+             ", found ", m.artifact_sha256, ": manifest.json was changed after export. ",
+             Reader::fix());
   return m;
 }
 
@@ -294,10 +301,25 @@ std::vector<std::string> Manifest::files() const {
   return out;
 }
 
+std::string artifact_digest(const json::Value& manifest) {
+  // Everything the manifest says (the signature, the symbols' ranges, the CPU features, the
+  // graphs) as compact JSON, then every file's digest by name: editing a field or a file
+  // breaks it.
+  json::Value described = manifest;
+  std::erase_if(described.as_object(), [](const auto& field) {
+    return field.first == "sha256" || field.first == "artifact_sha256";
+  });
+  std::string text = json::dump(described) + "\n";
+  std::map<std::string, std::string> files;
+  if (const json::Value* digests = manifest.find("sha256"); digests && digests->is_object())
+    for (const auto& [name, digest] : digests->as_object())
+      files[name] = digest.is_string() ? digest.as_string() : json::dump(digest);
+  for (const auto& [name, digest] : files) text += name + " " + digest + "\n";
+  return sha256_hex(text.data(), text.size());
+}
+
 std::string Manifest::combined_sha256() const {
-  std::string lines;
-  for (const auto& [name, digest] : sha256) lines += name + " " + digest + "\n";
-  return sha256_hex(lines.data(), lines.size());
+  return artifact_digest(to_json());
 }
 
 const SymbolRange* Manifest::find_symbol(const std::string& name) const {

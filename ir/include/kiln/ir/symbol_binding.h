@@ -28,6 +28,14 @@ std::vector<SymbolSource> symbol_sources(const Graph& g, const char* who);
 using SymbolValues = std::array<int64_t, kMaxSymbols>;
 SymbolValues bind_symbols(std::span<const SymbolSource> sources, std::span<const Tensor> inputs);
 
+// Throws kiln::Error (prefixed by `who`) unless every user input (InputKind::Input) among
+// `inputs` has its graph input's type: the dtype, the rank, every static dim, and every
+// symbolic dim equal to its value under `values`. Executors check before they run, so an
+// input of another shape never reaches kernels compiled for the graph's, whatever guard
+// or artifact manifest let it through.
+void check_input_types(const Graph& g, std::span<const Tensor> inputs, const SymbolValues& values,
+                       const char* who);
+
 // Whether integer attributes hold symbolic sizes (a reshape to [s0, 784]): executors then
 // substitute the call's sizes into a copy of them (Attrs::map_ints).
 bool attrs_hold_symbols(const Attrs& attrs);

@@ -31,8 +31,9 @@
 namespace kiln::artifact {
 
 inline constexpr const char* kFormatName = "kiln-artifact";
-// The format this kiln writes and the newest one kiln_rt reads.
-inline constexpr int64_t kFormatVersion = 1;
+// The format this kiln writes and the newest one kiln_rt reads. 2: artifact_sha256 covers
+// the manifest's fields as well as the files (format 1 covered the files only).
+inline constexpr int64_t kFormatVersion = 2;
 inline constexpr const char* kManifestFile = "manifest.json";
 // The data symbols of embedded weights: the safetensors bytes, and their count (uint64_t).
 inline constexpr const char* kWeightsSymbol = "kiln_weights";
@@ -96,7 +97,9 @@ struct Manifest {
   json::Value config;                           // the model's config (null when unknown)
   std::map<std::string, std::string> metadata;  // the checkpoint's metadata, free-form
   std::map<std::string, std::string> sha256;    // file name -> hex digest, every file but this
-  std::string artifact_sha256;  // sha256 of the "name digest\n" lines of sha256, in order
+  // sha256 of the manifest's other fields (compact JSON, one line) followed by the "name
+  // digest\n" lines of sha256, in order.
+  std::string artifact_sha256;
 
   json::Value to_json() const;
   // Strict: a missing or mistyped field, an unknown format, a newer format version, a file
@@ -106,10 +109,14 @@ struct Manifest {
 
   // The files the manifest lists (graphs, kernels, objects, weights), in a fixed order.
   std::vector<std::string> files() const;
-  // What artifact_sha256 must be for the sha256 map.
+  // What artifact_sha256 must be for these fields and the sha256 map.
   std::string combined_sha256() const;
   const SymbolRange* find_symbol(const std::string& name) const;
 };
+
+// What artifact_sha256 must be for a manifest document: the sha256 of its other fields
+// (compact JSON, one line) followed by a "name digest\n" line per entry of "sha256", by name.
+std::string artifact_digest(const json::Value& manifest);
 
 // Reads and validates dir/manifest.json (Manifest::from_json), with a clear error when the
 // directory or file is missing or is not JSON.
