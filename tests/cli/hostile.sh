@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Hostile sizes through the `kiln` CLI: configs whose tensor sizes overflow int64, or fit it
+# Hostile input through the `kiln` CLI: configs whose tensor sizes overflow int64, or fit it
 # but cannot be allocated, end with a kiln error (exit status 1) naming the shape or the
-# bytes, never a crash (a signal's 128 + N) or a wrapped allocation.
+# bytes, never a crash (a signal's 128 + N) or a wrapped allocation; a --save path that
+# cannot be written is refused before training.
 # Usage: hostile.sh KILN_BINARY. Needs no dataset.
 set -euo pipefail
 kiln="$1"
@@ -29,4 +30,11 @@ refused bench_mlp "$too_many" bench --model fashion_mlp --config '{"d_hidden": 9
 # Fits int64, not memory: the allocator's error with the byte count.
 refused transformer_oom "out of memory allocating 777472128000 bytes" \
   summary --model transformer --config '{"image_size": 3037000500}'
+# A --save path that cannot be written fails before training (no dataset is read).
+refused save_missing_dir "the directory '/nonexistent' does not exist" \
+  train --model fashion_mlp --epochs 1 --save /nonexistent/x.safetensors
+if grep -qF "training on" "$tmp/save_missing_dir.txt"; then
+  fail "save_missing_dir: trained before refusing the path: $(cat "$tmp/save_missing_dir.txt")"
+fi
+refused save_is_dir "is a directory" train --model fashion_mlp --epochs 1 --save "$tmp"
 echo "hostile.sh: all passed"

@@ -6,10 +6,13 @@
 #include "kiln/export.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -752,6 +755,24 @@ TEST(ExportErrors, ReexportReplacesTheArtifact) {
   EXPECT_EQ(rt.input_signature(0), "float32[2, 12]");
   EXPECT_EQ(rt.output_signature(0), "float32[2, 3]");
   EXPECT_NE(first.manifest.artifact_sha256, second.manifest.artifact_sha256);
+}
+
+TEST(ExportErrors, AKilledExportsScratchIsRemovedByTheNext) {
+  // A kill mid-export leaves "DIR.tmp-PID-N" (or, on a file system that cannot exchange two
+  // directories, "DIR.old-PID-N"); the next export to DIR removes them when PID is gone.
+  ScratchDir scratch("killed");
+  std::string dir = scratch.path("a.kiln");
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child);
+  fs::create_directories(dir + ".tmp-" + dead + "-0");
+  fs::create_directories(dir + ".old-" + dead + "-1");
+  std::ofstream(dir + ".tmp-" + dead + "-0/manifest.json") << "{";
+  export_model(fashion_mlp(), {randn_batch({2, 12}, 1)}, dir);
+  export_model(fashion_mlp(), {randn_batch({2, 12}, 1)}, dir);  // replaces, by exchange
+  EXPECT_EQ(list_dir(scratch.base()), std::vector<std::string>({"a.kiln"}));
+  kiln_rt::Model rt(dir);
 }
 
 // ---- 6. one loaded model, several threads ----

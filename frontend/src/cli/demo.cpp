@@ -19,6 +19,7 @@
 #include "kiln/models/saved_model.h"
 #include "kiln/models/training.h"
 #include "kiln/nn/summary.h"
+#include "kiln/serialize/durable_files.h"
 
 namespace kiln::cli {
 
@@ -130,6 +131,7 @@ int run_demo(const std::vector<std::string>& raw) {
   KILN_CHECK(lr > 0, "--lr must be positive, got ", lr, ".");
   const std::string path =
       args.str("save", (std::filesystem::temp_directory_path() / "kiln-demo.safetensors").string());
+  durable::check_writable_file(path, "--save");  // before training, not after
 
   manual_seed(fit_options.seed);
   const json::Value config = models::resolve_config("fashion_mlp");

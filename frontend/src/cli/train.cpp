@@ -12,6 +12,7 @@
 #include "kiln/models/registry.h"
 #include "kiln/models/saved_model.h"
 #include "kiln/models/training.h"
+#include "kiln/serialize/durable_files.h"
 
 namespace kiln::cli {
 
@@ -30,6 +31,9 @@ int run_train(const std::vector<std::string>& raw) {
   const double weight_decay = args.number("weight-decay", 0.0);
   KILN_CHECK(lr > 0 && weight_decay >= 0, "expected --lr > 0 and --weight-decay >= 0, got ", lr,
              " and ", weight_decay, ".");
+
+  // A --save path that cannot be written fails now, not after the training it would lose.
+  if (args.has("save")) durable::check_writable_file(args.str("save", ""), "--save");
 
   manual_seed(seed);
   std::shared_ptr<nn::Module> model = models::build_model(name, config);

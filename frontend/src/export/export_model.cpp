@@ -21,6 +21,7 @@
 #include "kiln/export.h"
 #include "kiln/init.h"
 #include "kiln/ir/symbols.h"
+#include "kiln/serialize/durable_files.h"
 #include "kiln/serialize/safetensors.h"
 #include "kiln/sha256.h"
 #include "kiln/tensor_ops/view.h"
@@ -248,9 +249,7 @@ void write_file(const fs::path& path, const std::string& bytes) {
 
 // A name beside `dir` that no other export (thread or process) uses at the same time.
 fs::path scratch_path(const fs::path& dir, const char* what) {
-  static std::atomic<uint64_t> counter{0};
-  return dir.string() + "." + what + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++);
+  return durable::scratch_name(dir.string(), std::string(".") + what + "-");
 }
 
 // The weights as a shared library (ExportOptions::embed_weights): their safetensors bytes
@@ -278,10 +277,14 @@ void write_weights_library(const NamedTensors& weights, const fs::path& tmp,
   fs::remove(source);
 }
 
-// Moves the finished temporary directory to `dir`, replacing an artifact already there: the
-// old one is renamed aside first, so `dir` is at every moment absent, the old artifact or
-// the new one, never a mix.
+// Moves the finished temporary directory to `dir`, replacing an artifact already there.
+// Everything in it is flushed to disk first. An existing artifact is exchanged with the new
+// one in one step (renameat2), so `dir` is at every moment the old artifact or the new one,
+// never absent; where the file system cannot exchange, the old one is renamed aside first
+// (then `dir` is briefly absent, never a mix). The parent directory is flushed last.
 void move_into_place(const fs::path& tmp, const fs::path& dir) {
+  durable::fsync_tree(tmp.string(), "[export]");
+  fs::path parent = fs::absolute(dir).parent_path();
   if (fs::exists(dir)) {
     bool replaceable =
         fs::is_directory(dir) && (fs::is_empty(dir) || fs::exists(dir / artifact::kManifestFile));
@@ -289,13 +292,20 @@ void move_into_place(const fs::path& tmp, const fs::path& dir) {
                "' to be absent, empty or an earlier export, found a ",
                fs::is_directory(dir) ? "directory without manifest.json" : "file",
                ". Fix: choose another output directory; export never deletes other files.");
+    if (durable::exchange(tmp.string(), dir.string())) {
+      durable::fsync_path(parent.string(), "[export]");
+      fs::remove_all(tmp);  // now the old artifact
+      return;
+    }
     fs::path old = scratch_path(dir, "old");
     fs::rename(dir, old);
     fs::rename(tmp, dir);
+    durable::fsync_path(parent.string(), "[export]");
     fs::remove_all(old);
     return;
   }
   fs::rename(tmp, dir);
+  durable::fsync_path(parent.string(), "[export]");
 }
 
 }  // namespace
@@ -449,6 +459,9 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
   // Write everything to a temporary directory beside `dir`, then move it into place.
   fs::path target = fs::path(dir).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();
+  // Scratch directories of exports to this target that were killed midway.
+  durable::remove_stale_scratch(target.string(), ".tmp-");
+  durable::remove_stale_scratch(target.string(), ".old-");
   fs::path tmp = scratch_path(target, "tmp");
   fs::create_directories(tmp);
   try {

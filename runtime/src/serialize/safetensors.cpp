@@ -18,6 +18,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ops/view.h"
+#include "kiln/serialize/durable_files.h"
 #include "kiln/serialize/json.h"
 
 namespace kiln {
@@ -496,6 +497,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
              "' names a directory, not a file. Fix: add a file name (e.g. model.safetensors).");
   fs::path dir = target.parent_path();
   if (dir.empty()) dir = ".";
+  // Temporary files of saves to this path that were killed before their rename.
+  durable::remove_stale_scratch((dir / ("." + target.filename().string())).string(), ".tmp-");
   // A hidden name in the same directory, so the final rename stays on one file system.
   static std::atomic<uint64_t> counter{0};
   fs::path tmp;
