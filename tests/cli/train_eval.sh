@@ -35,9 +35,24 @@ fi
 for model in fashion_mlp lazy_cnn; do
   "$kiln" train --model "$model" --epochs 1 --max-train 3000 --max-test 2000 \
     --save "$tmp/$model.safetensors" > "$tmp/train.txt"
-  "$kiln" eval --checkpoint "$tmp/$model.safetensors" --max-test 2000 > "$tmp/eval.txt"
+  "$kiln" eval --checkpoint "$tmp/$model.safetensors" --max-test 2000 --check-finite \
+    > "$tmp/eval.txt"
+  grep -q "weights: all finite" "$tmp/eval.txt" || fail "$model: --check-finite printed nothing"
   trained="$(grep '^test accuracy: ' "$tmp/train.txt")" || fail "$model: train printed no accuracy"
   evaluated="$(grep '^test accuracy: ' "$tmp/eval.txt")" || fail "$model: eval printed no accuracy"
   [ "$trained" = "$evaluated" ] || fail "$model: train said '$trained', eval said '$evaluated'"
   echo "$model: $trained (train) == $evaluated (eval)"
 done
+
+# A checkpoint with a NaN weight: --check-finite names it (its digest matches: it was saved
+# that way, as a diverged run would).
+"$kiln" train --model fashion_mlp --epochs 1 --max-train 200 --max-test 100 --lr 1e30 \
+  --save "$tmp/nan.safetensors" > "$tmp/train_nan.txt" 2>&1 || true
+if [ -e "$tmp/nan.safetensors" ]; then
+  set +e
+  "$kiln" eval --checkpoint "$tmp/nan.safetensors" --max-test 100 --check-finite \
+    > "$tmp/eval_nan.txt" 2>&1; rc=$?
+  set -e
+  [ "$rc" -eq 1 ] && grep -q "non-finite value" "$tmp/eval_nan.txt" ||
+    fail "eval --check-finite of a diverged model: rc $rc: $(cat "$tmp/eval_nan.txt")"
+fi

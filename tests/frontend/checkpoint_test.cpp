@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -365,6 +366,63 @@ TEST_F(CheckpointTest, WritesCheckpointForPyTorch) {
 }
 
 // ---- format entry ----
+
+// Each tensor's SHA-256 (with its dtype and shape) is stored at save and checked at load.
+TEST_F(CheckpointTest, AFlippedBitOrARelabelledDtypeIsRefusedNamingTheTensor) {
+  manual_seed(1);
+  Net net;
+  const std::string good = path("net.safetensors");
+  save(net, good);
+  EXPECT_EQ(load_checkpoint(good).tensor_sha256.size(), net.state_dict().size());
+  Bytes bytes = read_file(good);
+  auto write = [&](const std::string& name, const Bytes& b) {
+    std::ofstream(path(name), std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return path(name);
+  };
+  // The last byte belongs to the last tensor's data.
+  Bytes flipped = bytes;
+  flipped.back() ^= 0x10;
+  std::string p = write("flipped.safetensors", flipped);
+  expect_error([&] { load_checkpoint(p); }, {"[load_checkpoint] '" + p + "'", "the tensor '",
+                                             "does not match the digest", "damaged or edited"});
+  Net into;
+  expect_error([&] { load(into, p); }, {"does not match the digest"});
+  // The header says I32 instead of F32 (same length, the bytes unchanged).
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  std::string header(bytes.begin() + 8,
+                     bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+  Bytes relabelled = bytes;
+  const size_t at = header.find("\"F32\"");
+  ASSERT_NE(at, std::string::npos);
+  relabelled[8 + at + 1] = 'I';
+  p = write("relabelled.safetensors", relabelled);
+  expect_error([&] { load_checkpoint(p); }, {"(int32[", "does not match the digest"});
+}
+
+TEST_F(CheckpointTest, CheckFiniteNamesTheFirstNonFiniteWeight) {
+  manual_seed(1);
+  Net net;
+  EXPECT_NO_THROW(nn::check_finite(net));
+  {
+    NoGradGuard no_grad;
+    Tensor w = net.named_parameters().back().second;
+    w.view({-1}).narrow(0, 1, 2).fill_(std::numeric_limits<double>::quiet_NaN());
+  }
+  const std::string name = net.named_parameters().back().first;
+  expect_error([&] { nn::check_finite(net); },
+               {"[check_finite] the parameter '" + name + "'", "holds 2 non-finite values",
+                "first at flat index 1", "Fix:"});
+}
+
+TEST_F(CheckpointTest, FilesWithoutDigestsStillLoad) {
+  // Written by PyTorch, another tool or an older kiln: nothing to verify against.
+  std::string p =
+      with_kiln_entry("old.safetensors", R"({"format_version":1,"kiln_version":"0.1.0"})");
+  EXPECT_TRUE(load_checkpoint(p).tensor_sha256.empty());
+  EXPECT_EQ(load_checkpoint(p).tensors.size(), 1u);
+}
 
 TEST_F(CheckpointTest, RefusesANewerFormat) {
   std::string p =

@@ -1,5 +1,6 @@
-// `kiln eval --checkpoint FILE`: rebuilds the model from the name and config stored in the
-// checkpoint alone, loads its weights, and prints the test accuracy — exactly the figure
+// `kiln eval --checkpoint FILE [--check-finite]`: rebuilds the model from the name and config
+// stored in the checkpoint alone, loads its weights (verified against their stored digests),
+// optionally checks that they are finite, and prints the test accuracy — exactly the figure
 // `kiln train` printed, because evaluation is deterministic.
 #include <cstdio>
 #include <iostream>
@@ -9,16 +10,21 @@
 #include "kiln/kiln.h"
 #include "kiln/models/saved_model.h"
 #include "kiln/models/training.h"
+#include "kiln/nn/utils.h"
 
 namespace kiln::cli {
 
 int run_eval(const std::vector<std::string>& raw) {
-  Args args("eval", raw, {"checkpoint", "max-test"});
+  Args args("eval", raw, {"checkpoint", "max-test"}, {"check-finite"});
   KILN_CHECK(args.has("checkpoint"),
              "--checkpoint FILE is required (a file written "
              "by `kiln train --save FILE`).");
   models::SavedModel saved = models::load_model(args.str("checkpoint", ""));
   std::cout << "model " << saved.name << " " << json::dump(saved.config) << "\n";
+  if (args.has("check-finite")) {
+    nn::check_finite(*saved.model);
+    std::cout << "weights: all finite\n";
+  }
   models::ClassificationData data =
       models::load_classification_data("", 1, args.integer("max-test", 0));
   const double accuracy = models::evaluate(*saved.model, data.test_images, data.test_labels);

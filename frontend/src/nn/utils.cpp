@@ -2,8 +2,12 @@
 #include "kiln/nn/utils.h"
 
 #include <cmath>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "kiln/autograd.h"
+#include "kiln/nn/module.h"
 #include "kiln/tensor_ops/reduction.h"
 
 namespace kiln::nn::utils {
@@ -63,3 +67,47 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
 }
 
 }  // namespace kiln::nn::utils
+
+namespace kiln::nn {
+
+namespace {
+
+// How many elements of `t` are NaN or infinite, and the first one's row-major index.
+template <class T>
+std::pair<int64_t, int64_t> count_non_finite(const Tensor& t) {
+  const Tensor dense = t.contiguous();
+  const T* p = static_cast<const T*>(dense.raw_data());
+  int64_t count = 0, first = -1;
+  for (int64_t i = 0; i < dense.numel(); ++i) {
+    double v = 0;
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      v = static_cast<float>(p[i]);
+    } else {
+      v = static_cast<double>(p[i]);
+    }
+    if (!std::isfinite(v) && count++ == 0) first = i;
+  }
+  return {count, first};
+}
+
+}  // namespace
+
+void check_finite(const Module& module) {
+  NoGradGuard no_grad;
+  auto check = [](const std::string& name, const Tensor& t, const char* kind) {
+    if (!t.defined() || t.is_symbolic() || !t.is_floating_point()) return;
+    std::pair<int64_t, int64_t> bad{0, -1};
+    visit_dtype(t.dtype(), [&](auto tag) {
+      bad = count_non_finite<decltype(tag)>(t.device().is_cpu() ? t : t.to(kCPU));
+    });
+    KILN_CHECK(bad.first == 0, "[check_finite] the ", kind, " '", name, "' (", t.type_str(),
+               ") holds ", bad.first, " non-finite value", bad.first == 1 ? "" : "s",
+               " (NaN or inf), the first at flat index ", bad.second,
+               ". Fix: the weights diverged or the file is damaged; load an earlier checkpoint, "
+               "or retrain with a smaller learning rate.");
+  };
+  for (const auto& [name, t] : module.named_parameters()) check(name, t, "parameter");
+  for (const auto& [name, t] : module.named_buffers()) check(name, t, "buffer");
+}
+
+}  // namespace kiln::nn

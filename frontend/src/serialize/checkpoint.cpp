@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "kiln/sha256.h"
 #include "kiln/version.h"
 
 namespace kiln {
@@ -25,10 +26,37 @@ constexpr const char* kTensors = "tensors";
 constexpr const char* kOptimizer = "optimizer";
 constexpr const char* kTraining = "training";
 
+// The digest a checkpoint stores per tensor: SHA-256 of "dtype[shape]\n" and the tensor's
+// bytes in row-major order, so a flipped bit, a relabelled dtype or a reshaped header all
+// fail to match.
+std::string tensor_digest(const Tensor& t) {
+  const Tensor dense = t.contiguous();
+  Sha256 h;
+  const std::string type = dense.type_str() + "\n";
+  h.update(type.data(), type.size());
+  h.update(dense.raw_data(), dense.nbytes());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : h.digest()) hex += {kHex[b >> 4], kHex[b & 15]};
+  return hex;
+}
+
+// The digests of `tensors` by name, or null when one of them cannot be saved (undefined,
+// symbolic, not on the CPU): save_safetensors then refuses it with its own message.
+json::Value tensor_digests(const NamedTensors& tensors) {
+  json::Value out = json::Object{};
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined() || t.is_symbolic() || !t.device().is_cpu()) return {};
+    out[name] = tensor_digest(t);
+  }
+  return out;
+}
+
 std::map<std::string, std::string> make_metadata(const char* op, const char* contents,
                                                  const std::string& optimizer,
                                                  const json::Value& config,
-                                                 const std::map<std::string, std::string>& extra) {
+                                                 const std::map<std::string, std::string>& extra,
+                                                 const NamedTensors& tensors) {
   for (const auto& [key, value] : extra)
     KILN_CHECK(key != kKilnKey && key != kFormatKey, "[", op, "] the metadata key \"", key,
                "\" is reserved by the checkpoint format. Fix: use another key (e.g. \"my_", key,
@@ -39,6 +67,7 @@ std::map<std::string, std::string> make_metadata(const char* op, const char* con
   info["contents"] = contents;
   if (!optimizer.empty()) info["optimizer"] = optimizer;
   info["config"] = config;
+  info["sha256"] = tensor_digests(tensors);
   std::map<std::string, std::string> meta = extra;
   try {
     meta[kKilnKey] = json::dump(info);
@@ -54,7 +83,7 @@ void write(const char* op, const std::string& path, const NamedTensors& tensors,
            const char* contents, const std::string& optimizer, const json::Value& config,
            const std::map<std::string, std::string>& extra) {
   // save_safetensors checks every tensor (undefined, symbolic) before creating any file.
-  save_safetensors(path, tensors, make_metadata(op, contents, optimizer, config, extra));
+  save_safetensors(path, tensors, make_metadata(op, contents, optimizer, config, extra, tensors));
 }
 
 NamedTensors optimizer_entries(const optim::Optimizer& optimizer, std::string_view prefix) {
@@ -123,6 +152,38 @@ void parse_info(const std::string& path, const std::string& text, CheckpointInfo
     info.optimizer = optimizer->as_string();
   }
   if (const json::Value* config = v.find("config")) info.config = *config;
+  if (const json::Value* digests = v.find("sha256"); digests && !digests->is_null()) {
+    KILN_CHECK(digests->is_object(), where,
+               "expected \"sha256\" in the \"kiln\" metadata entry to be an object of tensor "
+               "digests, got ",
+               describe(digests), ".", fix);
+    for (const auto& [name, digest] : digests->as_object()) {
+      KILN_CHECK(digest.is_string() && digest.as_string().size() == 64, where,
+                 "expected a 64-digit hex digest for the tensor \"", name, "\", got ",
+                 describe(&digest), ".", fix);
+      info.tensor_sha256[name] = digest.as_string();
+    }
+  }
+}
+
+// A checkpoint that stores its tensors' digests (every kiln checkpoint since they were
+// added) must match them: same names, same bytes, dtypes and shapes.
+void verify_digests(const std::string& path, const Checkpoint& ck) {
+  if (ck.tensor_sha256.empty()) return;  // written by PyTorch, another tool or an older kiln
+  const std::string where = "[load_checkpoint] '" + path + "': ";
+  const char* fix =
+      " Fix: the file was damaged or edited after it was saved; restore it from a copy, or save "
+      "it again.";
+  for (const auto& [name, t] : ck.tensors) {
+    auto it = ck.tensor_sha256.find(name);
+    KILN_CHECK(it != ck.tensor_sha256.end(), where, "the tensor '", name,
+               "' has no digest among those saved with the file.", fix);
+    KILN_CHECK(tensor_digest(t) == it->second, where, "the tensor '", name, "' (", t.type_str(),
+               ") does not match the digest saved with it.", fix);
+  }
+  for (const auto& [name, digest] : ck.tensor_sha256)
+    KILN_CHECK(ck.find(name) != nullptr, where, "the tensor '", name,
+               "' was saved (it has a digest) but is missing from the file.", fix);
 }
 
 // Rethrows an error of a load step with the file it came from.
@@ -195,6 +256,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   for (auto& [key, value] : file.metadata)
     if (key != kKilnKey) ck.metadata.emplace(key, value);
   ck.tensors = std::move(file.tensors);
+  verify_digests(path, ck);
   return ck;
 }
 

@@ -1,4 +1,5 @@
-// Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_.
+// Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_, and a check that
+// a module's weights are finite.
 #pragma once
 
 #include <vector>
@@ -19,3 +20,15 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value);
 
 }  // namespace kiln::nn::utils
+
+namespace kiln::nn {
+
+class Module;
+
+// Throws kiln::Error naming the first parameter or buffer of `module` (by its path) that
+// holds NaN or an infinity, with how many elements do and the first one's index: a loaded
+// checkpoint whose weights diverged, or were damaged, fails here instead of producing
+// NaN outputs (`kiln eval --check-finite`). Integer and bool tensors are skipped.
+void check_finite(const Module& module);
+
+}  // namespace kiln::nn

@@ -40,6 +40,9 @@ struct CheckpointInfo {
   json::Value config;     // the config given to save(); null when none
   // The other "__metadata__" entries: the extra metadata given to save() and "format".
   std::map<std::string, std::string> metadata;
+  // The SHA-256 of each tensor ("dtype[shape]\n" and its bytes) stored at save and verified
+  // by load_checkpoint; empty for files written by other tools.
+  std::map<std::string, std::string> tensor_sha256;
 };
 
 struct Checkpoint : CheckpointInfo {
