@@ -5,7 +5,8 @@
 // are batch 1. Arg "tiny" = 1 shrinks every layer to width 1: the same module tree (so the
 // same guards) with next to no arithmetic, which makes the fixed per-call costs visible.
 // BM_CompiledHitEntries finds the last of 4 cached graphs (dynamic=Off, one per batch size)
-// vs the only one.
+// vs the only one. BM_CompiledConcurrentCallers: one compiled module called from 1 and 2
+// threads at once.
 #include <map>
 #include <string>
 #include <vector>
@@ -92,6 +93,31 @@ BENCHMARK(BM_CompiledHitEntries)
     ->ArgNames({"entries", "tiny"})
     ->ArgsProduct({{1, 4}, {0, 1}})
     ->Unit(benchmark::kNanosecond);
+
+// Throughput of one compiled module (the cpu backend, ResidualMLP at batch 64, kiln's pool
+// at one thread) called from 1 and 2 threads at once: items_per_second is calls per second
+// over all callers, so 2 threads / 1 thread is the scaling (target >= 1.8).
+void BM_CompiledConcurrentCallers(benchmark::State& state) {
+  static auto compiled = [] {
+    set_num_threads(1);
+    manual_seed(0);
+    auto model = models::build(models::MLPConfig{});
+    model->eval();
+    NoGradGuard no_grad;
+    auto c = compile(model);
+    c(filled({64, 784}, 1));
+    return c;
+  }();
+  NoGradGuard no_grad;
+  Tensor x = filled({64, 784}, 2 + static_cast<uint32_t>(state.thread_index()));
+  for (auto _ : state) benchmark::DoNotOptimize(compiled(x));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CompiledConcurrentCallers)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::bench

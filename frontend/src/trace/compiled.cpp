@@ -123,7 +123,8 @@ class CompiledCore {
  private:
   GuardSet current_guards(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics);
   Entry* find(const GuardSet& now);
-  std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& tensors);
+  // `counted`: the caller already counted the call (under the lock).
+  std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& tensors, bool counted = false);
   // Re-runs the C++ forward, executing its ops as segments that end at each host read.
   std::vector<Tensor> run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
                                     const ForwardFn& forward);
@@ -146,8 +147,12 @@ class CompiledCore {
 
   std::shared_ptr<nn::Module> model_;
   CompileOptions options_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Entry>> entries_;
+  // Guards everything below. A call holds it to match (or add) its entry; a native entry's
+  // graph then runs without it (cpu::CompiledGraph gives each concurrent call a plan of its
+  // own), so threads calling one module run in parallel. Entries are shared: one that is
+  // evicted while a call runs it lives until that call ends.
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<Entry>> entries_;
   // The module signature as of state epoch `signature_epoch_`: reused while nothing changed.
   std::shared_ptr<const ModuleSignature> signature_;
   uint64_t signature_epoch_ = 0;
@@ -221,7 +226,7 @@ Entry* CompiledCore::find(const GuardSet& now) {
 
 std::vector<std::string> CompiledCore::evict_stale_frozen() {
   std::vector<std::string> why;
-  std::erase_if(entries_, [&](const std::unique_ptr<Entry>& e) {
+  std::erase_if(entries_, [&](const std::shared_ptr<Entry>& e) {
     std::vector<std::string> f = frozen_failures(*e);
     why.insert(why.end(), f.begin(), f.end());
     return !f.empty();
@@ -271,8 +276,9 @@ std::vector<uint64_t> CompiledCore::dynamic_masks(const std::vector<Tensor>& ten
   return masks;
 }
 
-std::vector<Tensor> CompiledCore::run(Entry& entry, const std::vector<Tensor>& tensors) {
-  ++entry.calls;
+std::vector<Tensor> CompiledCore::run(Entry& entry, const std::vector<Tensor>& tensors,
+                                      bool counted) {
+  if (!counted) ++entry.calls;
   const auto& graph_inputs = entry.graph->inputs();
   std::vector<Tensor> args(graph_inputs.size());
   size_t next_user = 0;
@@ -481,7 +487,7 @@ void CompiledCore::make_executor(Entry& entry, const std::shared_ptr<const ir::G
 
 std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
                                        std::vector<StaticArg> statics, const ForwardFn& forward) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   ++calls_;
   GuardSet now = current_guards(tensors, std::move(statics));
   Entry* entry = find(now);
@@ -517,6 +523,16 @@ std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
     entry = &add_entry(tensors, std::move(now), forward);
   }
   if (!entry->graph) return run_segmented(*entry, tensors, forward);
+  // Native code that writes no buffer back runs outside the lock; the reference executor
+  // and buffer write-backs (training-mode batch_norm) stay serialized.
+  if (entry->compiled && entry->write_back.empty()) {
+    std::shared_ptr<Entry> running;
+    for (const auto& e : entries_)
+      if (e.get() == entry) running = e;
+    ++entry->calls;
+    lock.unlock();
+    return run(*running, tensors, /*counted=*/true);
+  }
   return run(*entry, tensors);
 }
 
@@ -538,6 +554,7 @@ std::vector<Tensor> run_compiled(CompiledCore& core, const std::vector<Tensor>& 
 }
 
 ExplainReport CompiledCore::explain() const {
+  std::lock_guard<std::mutex> lock(mutex_);  // a consistent snapshot, even during calls
   ExplainReport r;
   r.model = model_->type_name();
   r.backend = options_.backend;
@@ -585,6 +602,7 @@ ExplainReport CompiledCore::explain() const {
 }
 
 std::vector<TracedGraph> CompiledCore::traced_graphs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TracedGraph> out;
   for (const auto& e : entries_)
     if (e->graph) out.push_back({e->graph, e->state});

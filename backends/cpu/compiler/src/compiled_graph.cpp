@@ -3,6 +3,7 @@
 // kernels; graphs with control flow run on the reference executor's node loop, with the
 // groups' kernels plugged in.
 #include <chrono>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
@@ -63,6 +64,30 @@ struct CompiledGraph::Impl {
   std::unordered_map<const ir::Node*, FusedKernel> kernels;
   std::unique_ptr<Plan> plan;  // null for graphs with control flow, which run on `executor`
   std::unique_ptr<interp::Executable> executor;
+
+  // A plan's buffers belong to one call at a time: concurrent calls each take an idle plan
+  // (the first is `plan`), or build one, and give it back. `all_plans` lists every plan
+  // built, for the statistics; each has its own packed weights.
+  std::mutex mutex;
+  std::vector<Plan*> idle;
+  std::vector<std::unique_ptr<Plan>> extra_plans;
+  bool replay_recorded_random = false;
+
+  Plan* take_plan() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!idle.empty()) {
+      Plan* p = idle.back();
+      idle.pop_back();
+      return p;
+    }
+    extra_plans.push_back(Plan::build(*graph, kernels));
+    extra_plans.back()->set_replay_recorded_random(replay_recorded_random);
+    return extra_plans.back().get();
+  }
+  void give_back(Plan* p) {
+    std::lock_guard<std::mutex> lock(mutex);
+    idle.push_back(p);
+  }
 };
 
 CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& options)
@@ -117,6 +142,7 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
   if (impl_->plan) {
     stats_.memory = impl_->plan->symbolic_sizes() ? "buffers planned per input size"
                                                   : impl_->plan->memory().str();
+    impl_->idle.push_back(impl_->plan.get());
   } else {
     impl_->executor = std::make_unique<interp::Executable>(impl_->graph);
     Impl* impl = impl_.get();
@@ -132,7 +158,11 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
 CompiledGraph::~CompiledGraph() = default;
 
 int64_t CompiledGraph::weight_packs() const {
-  return impl_->plan ? impl_->plan->weight_packs() : 0;
+  if (!impl_->plan) return 0;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  int64_t packs = impl_->plan->weight_packs();
+  for (const auto& p : impl_->extra_plans) packs += p->weight_packs();
+  return packs;
 }
 
 std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) {
@@ -141,9 +171,18 @@ std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) {
              impl_->graph->name(), " expected ", input_count_, " inputs, got ", inputs.size(), ".");
   // Constant folding may have appended constants the caller does not know about: the plan
   // reads them from the graph; the reference executor wants every input slot.
-  if (impl_->plan) return impl_->plan->run(inputs);
+  if (impl_->plan) {
+    Plan* plan = impl_->take_plan();
+    struct GiveBack {
+      Impl* impl;
+      Plan* plan;
+      ~GiveBack() { impl->give_back(plan); }
+    } give_back{impl_.get(), plan};
+    return plan->run(inputs);
+  }
   std::vector<Tensor> all(inputs.begin(), inputs.end());
   all.resize(total);
+  std::lock_guard<std::mutex> lock(impl_->mutex);  // the node loop: one call at a time
   return impl_->executor->run(all);
 }
 
@@ -156,7 +195,10 @@ const ir::Graph& CompiledGraph::optimized_graph() const {
 }
 
 void CompiledGraph::set_replay_recorded_random(bool replay) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->replay_recorded_random = replay;
   if (impl_->plan) impl_->plan->set_replay_recorded_random(replay);
+  for (const auto& p : impl_->extra_plans) p->set_replay_recorded_random(replay);
   if (impl_->executor) impl_->executor->set_replay_recorded_random(replay);
 }
 

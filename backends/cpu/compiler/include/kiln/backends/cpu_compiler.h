@@ -73,7 +73,8 @@ class CompiledGraph {
   CompiledGraph& operator=(const CompiledGraph&) = delete;
 
   // One tensor per input of the graph given to the constructor, in order (constants may be
-  // undefined); one per output.
+  // undefined); one per output. Several threads may call it at once: each concurrent call
+  // runs on a plan of its own (built on first need, then kept), so calls share no buffers.
   std::vector<Tensor> run(std::span<const Tensor> inputs);
 
   // The graph after the passes (fusion groups as `fused` nodes).
@@ -82,8 +83,8 @@ class CompiledGraph {
   // The generated kernels (named fused_kernel_name(i) for the i-th of fused_nodes() of the
   // optimized graph); null when the graph has no fusion group.
   const codegen::KernelModule* kernel_module() const;
-  // How many times the plan packed a weight so far (once per weight, again after it
-  // changed); 0 without a plan.
+  // How many times the plans packed a weight so far (once per weight and plan, again after
+  // it changed); 0 without a plan.
   int64_t weight_packs() const;
   // Random ops replay the positions their attributes hold (segments, see interp.h).
   void set_replay_recorded_random(bool replay);
