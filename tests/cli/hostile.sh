@@ -27,6 +27,15 @@ refused cnn "$too_many" summary --model bn_cnn --config '{"channels1": 461168601
 refused transformer "$too_many" \
   summary --model transformer --config '{"d_model": 4611686018427387904, "nhead": 1}'
 refused bench_mlp "$too_many" bench --model fashion_mlp --config '{"d_hidden": 9223372036854775807}'
+# Fits memory's address space but not the per-tensor limit: refused before anything is
+# written (it once grew to 22 GB until the OOM killer ended it); the limit is settable.
+refused mlp_3e6 "parameter 'weight' float32[3000000, 784] has 2352000000 elements" \
+  summary --model fashion_mlp --config '{"d_hidden": 3000000}'
+set +e
+KILN_MAX_STATE_ELEMENTS=1000 "$kiln" summary --model fashion_mlp > "$tmp/limit.txt" 2>&1; rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "KILN_MAX_STATE_ELEMENTS=1000: exit $rc"
+has "$tmp/limit.txt" "more than the limit of 1000 per tensor" "KILN_MAX_STATE_ELEMENTS"
 # Fits int64, not memory: the allocator's error with the byte count.
 refused transformer_oom "out of memory allocating 777472128000 bytes" \
   summary --model transformer --config '{"image_size": 3037000500}'

@@ -188,6 +188,35 @@ TEST(NnModule, NameErrors) {
   EXPECT_NO_THROW(m.register_parameter("idx", kiln::zeros({2}, kInt64), false));
 }
 
+TEST(NnModule, StateLargerThanTheLimitIsRefusedBeforeItIsWritten) {
+  struct Empty : Module {};
+  Empty m;
+  const int64_t saved = nn::max_state_elements();
+  EXPECT_EQ(saved, int64_t{1} << 31);
+  nn::set_max_state_elements(100);
+  expect_error(
+      [&] {
+        m.register_parameter("w", Tensor::empty({10, 11}));
+      },
+      {"[Module::register_parameter] Empty: parameter 'w' float32[10, 11] has 110 "
+       "elements",
+       "more than the limit of 100 per tensor", "set_max_state_elements",
+       "KILN_MAX_STATE_ELEMENTS"});
+  expect_error([&] { m.register_buffer("b", Tensor::empty({101})); }, {"buffer 'b'"});
+  expect_error([&] { Linear(10, 20); }, {"Linear: parameter 'weight' float32[20, 10]"});
+  EXPECT_NO_THROW(m.register_parameter("small", Tensor::empty({10, 10})));
+  // A lazy layer is checked when its input sizes it (after its initializer ran).
+  nn::LazyLinear lazy(20);
+  expect_error(
+      [&] {
+        lazy(kiln::ones({1, 10}));
+      },
+      {"[materialize_parameter]", "float32[20, 10], 200 elements", "more than the limit of 100"});
+  expect_error([] { nn::set_max_state_elements(0); }, {"expected a positive element count"});
+  nn::set_max_state_elements(saved);
+  EXPECT_NO_THROW(Linear(10, 20));
+}
+
 TEST(NnModule, UndefinedParameterSlotsAreSkipped) {
   Linear l(3, 2, /*bias=*/false);
   EXPECT_FALSE(l.bias.defined());

@@ -4,6 +4,7 @@
 
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 #include <unordered_set>
@@ -131,8 +132,55 @@ void Module::check_new_name(const std::string& name, const char* what) const {
              "'. Fix: give each parameter, buffer and child of a module a unique name.");
 }
 
+namespace {
+
+std::atomic<int64_t>& state_element_limit() {
+  static std::atomic<int64_t> limit = [] {
+    int64_t n = int64_t{1} << 31;
+    if (const char* env = std::getenv("KILN_MAX_STATE_ELEMENTS"); env && *env) {
+      char* end = nullptr;
+      const long long v = std::strtoll(env, &end, 10);
+      KILN_CHECK(end && *end == '\0' && v > 0,
+                 "KILN_MAX_STATE_ELEMENTS must be a positive "
+                 "integer (elements per parameter or buffer), got '",
+                 env, "'.");
+      n = v;
+    }
+    return n;
+  }();
+  return limit;
+}
+
+// Refuses a parameter or buffer larger than the limit, before anything writes to it.
+void check_state_size(const Module& m, const std::string& name, const Tensor& t, const char* what) {
+  if (!t.defined() || t.is_symbolic()) return;  // lazy layers: their size is not known yet
+  const int64_t limit = state_element_limit().load();
+  const int64_t n = t.numel();
+  KILN_CHECK(n <= limit, "[Module::register_", what, "] ", m.type_name(), ": ", what, " '", name,
+             "' ", t.type_str(), " has ", n, " elements (",
+             static_cast<int64_t>(static_cast<double>(n) * static_cast<double>(t.element_size()) /
+                                  (1 << 20)),
+             " MiB), more than the limit of ", limit,
+             " per tensor. Fix: check the sizes that made it (a config's width?); if the model "
+             "really needs it, raise the limit with kiln::nn::set_max_state_elements or "
+             "KILN_MAX_STATE_ELEMENTS.");
+}
+
+}  // namespace
+
+int64_t max_state_elements() {
+  return state_element_limit().load();
+}
+
+void set_max_state_elements(int64_t elements) {
+  KILN_CHECK(elements > 0, "[set_max_state_elements] expected a positive element count, got ",
+             elements, ".");
+  state_element_limit().store(elements);
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_new_name(name, "parameter");
+  check_state_size(*this, name, tensor, "parameter");
   if (tensor.defined()) {
     KILN_CHECK(tensor.is_leaf(), "[Module::register_parameter] ", type_name(), ": parameter '",
                name,
@@ -151,6 +199,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
   check_new_name(name, "buffer");
+  check_state_size(*this, name, tensor, "buffer");
   buffers_.push_back({name, tensor, persistent});
   bump_state_epoch();
   return tensor;

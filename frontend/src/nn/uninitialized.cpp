@@ -65,6 +65,11 @@ void materialize_parameter(const Tensor& param, const Tensor& value) {
   KILN_CHECK(value.defined() && !value.is_symbolic() && value.dtype() == param.dtype(),
              "[materialize_parameter] expected a concrete ", param.dtype(), " tensor, got ",
              value.defined() ? value.type_str() : "an undefined tensor", ".");
+  KILN_CHECK(value.numel() <= max_state_elements(), "[materialize_parameter] the lazy parameter ",
+             "would become ", value.type_str(), ", ", value.numel(),
+             " elements, more than the limit of ", max_state_elements(),
+             " per tensor. Fix: check the input that sized it; if the model really needs it, "
+             "raise the limit with kiln::nn::set_max_state_elements or KILN_MAX_STATE_ELEMENTS.");
   replace_tensor_data(param, value);
   param.impl()->symbolic.reset();
 }

@@ -34,6 +34,14 @@
 
 namespace kiln::nn {
 
+// The most elements one parameter or buffer may hold (default 2^31, 8 GiB of float32).
+// register_parameter and register_buffer refuse a larger tensor before anything writes to
+// it, so a mistyped size (a config's d_hidden of 3,000,000) is an error naming the layer, not
+// a machine swapping until the OOM killer ends it. Raise it with set_max_state_elements, or
+// the environment variable KILN_MAX_STATE_ELEMENTS, for models that need larger tensors.
+int64_t max_state_elements();
+void set_max_state_elements(int64_t elements);
+
 class Module;
 
 // (path or name, value) pairs in registration order.
@@ -99,6 +107,7 @@ class Module {
   // ---- registration ----
   // Registers `tensor` as a parameter (a trainable leaf) and returns a handle sharing it.
   // An undefined tensor reserves the slot (e.g. Linear's bias with bias=false); walks skip it.
+  // Both registrations refuse a tensor of more than max_state_elements() elements.
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
   // Registers non-trainable state. persistent=false buffers move with to() but stay out of
   // the state dict.
