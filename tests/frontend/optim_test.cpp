@@ -6,14 +6,15 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numbers>
 
 #include "kiln/kiln.h"
+#include "kiln/models/training.h"
 #include "kiln/nn/utils.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -606,6 +607,26 @@ TEST(Optim, FitsLinearRegression) {
   auto [w_adam, b_adam] = fit_line<Adam>(AdamOptions{.lr = 0.05}, 800);
   EXPECT_NEAR(w_adam, 3.0, 1e-2);
   EXPECT_NEAR(b_adam, 2.0, 1e-2);
+}
+
+TEST(Optim, FitStopsAtANonFiniteLossBeforeItsStep) {
+  manual_seed(0);
+  auto model = models::build(models::FashionMLPConfig{.d_in = 4, .d_hidden = 8, .d_out = 3});
+  optim::SGD sgd(model->parameters(), {.lr = 0.1});
+  Tensor images = randn({8, 4});
+  Tensor labels = Tensor::from_vector<int64_t>({0, 1, 2, 0, 1, 2, 0, 1});
+  // A weight that already diverged: the first loss is not finite.
+  Tensor last = model->named_parameters().back().second;
+  {
+    NoGradGuard no_grad;
+    last.view({-1}).narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+  }
+  Tensor first = model->named_parameters().front().second.clone();
+  expect_error([&] { models::fit(*model, sgd, images, labels, {.batch_size = 4}); },
+               {"[fit] the loss became ", " at epoch 1, step 1 of 2 (SGD, learning rate 0.1)",
+                "training diverged", "Fix: lower the learning rate"});
+  // No step ran: the other weights are as they were.
+  EXPECT_EQ(model->named_parameters().front().second.to_vector<float>(), first.to_vector<float>());
 }
 
 }  // namespace

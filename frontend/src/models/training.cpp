@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "kiln/autograd.h"
 #include "kiln/data/idx.h"
@@ -75,12 +77,25 @@ std::vector<FitProgress> fit(nn::Module& model, optim::Optimizer& optimizer, con
     for (auto [x, y] : loader) {
       Tensor logits = model(x);
       Tensor loss = nn::functional::cross_entropy(logits, y);
+      // A NaN or infinite loss stops training before its step would write NaN gradients
+      // into every weight: the model keeps the last finite weights.
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) {
+        std::string lrs;
+        for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+          lrs += (g ? ", " : "") + kiln::detail::str_cat(optimizer.lr(g));
+        KILN_FAIL("[fit] the loss became ", loss_value, " at epoch ", epoch, ", step ", batches + 1,
+                  " of ", loader.size(), " (", optimizer.name(), ", learning rate ", lrs,
+                  "): training diverged. The model keeps the weights of the step before. Fix: "
+                  "lower the learning rate (e.g. 10x), clip the gradients "
+                  "(FitOptions::clip_grad_norm), or check the data for NaN or inf.");
+      }
       optimizer.zero_grad();
       loss.backward();
       if (options.clip_grad_norm > 0)
         nn::utils::clip_grad_norm_(model.parameters(), options.clip_grad_norm);
       optimizer.step();
-      loss_sum += loss.item<double>();
+      loss_sum += loss_value;
       {
         NoGradGuard no_grad;
         correct += count_correct(logits, y);

@@ -61,7 +61,9 @@ using FitCallback = std::function<void(const FitProgress&)>;
 
 // Trains `model` (in training mode) on (images, labels) with cross-entropy, calling
 // `optimizer.zero_grad(); loss.backward(); optimizer.step()` per batch. Returns the final
-// progress of each epoch. Leaves the model in training mode.
+// progress of each epoch. Leaves the model in training mode. A NaN or infinite loss throws
+// kiln::Error naming the epoch, the step and the learning rate, before that step's update
+// (the model keeps the last finite weights).
 std::vector<FitProgress> fit(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images,
                              const Tensor& labels, const FitOptions& options = {},
                              const FitCallback& on_progress = {});
