@@ -66,8 +66,8 @@ struct CompiledGraph::Impl {
   std::unique_ptr<interp::Executable> executor;
 
   // A plan's buffers belong to one call at a time: concurrent calls each take an idle plan
-  // (the first is `plan`), or build one, and give it back. `all_plans` lists every plan
-  // built, for the statistics; each has its own packed weights.
+  // (the first is `plan`), or build one, and give it back. `extra_plans` owns the plans
+  // built for concurrent calls; each has its own packed weights.
   std::mutex mutex;
   std::vector<Plan*> idle;
   std::vector<std::unique_ptr<Plan>> extra_plans;
