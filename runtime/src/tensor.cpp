@@ -1,6 +1,7 @@
 // Tensor metadata, element access and printing (the runtime half of Tensor).
 #include "kiln/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -122,11 +123,13 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  // The strides contiguous_strides() gives: a size-0 dim counts as 1, so an empty tensor
+  // fresh from Tensor::empty({3, 0}) (strides [1, 1]) is contiguous.
   int64_t expected = 1;
   for (size_t i = impl_->sizes.size(); i-- > 0;) {
     if (impl_->sizes[i] == 1) continue;
     if (impl_->strides[i] != expected) return false;
-    expected *= impl_->sizes[i];
+    expected *= std::max<int64_t>(impl_->sizes[i], 1);
   }
   return true;
 }

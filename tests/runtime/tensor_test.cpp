@@ -62,6 +62,14 @@ TEST(Tensor, FromVectorAndAccess) {
   EXPECT_EQ(t.to_vector<int>(), (std::vector<int>{1, 2, 3, 4, 5, 6}));
 }
 
+// Found by fuzzing the safetensors reader: a loaded [3, 0] tensor (strides [1, 1]) read as
+// non-contiguous, so writing it back needed a clone kernel.
+TEST(Tensor, AnEmptyTensorIsContiguous) {
+  EXPECT_TRUE(Tensor::empty({3, 0}, kFloat32).is_contiguous());
+  EXPECT_TRUE(Tensor::empty({0, 2, 0}, kFloat32).is_contiguous());
+  EXPECT_FALSE(Tensor::empty({2, 3}, kFloat32).alias({3, 2}, {1, 3}, 0).is_contiguous());
+}
+
 TEST(Tensor, FromVectorChecksCount) {
   EXPECT_NE(error_of([] { Tensor::from_vector<float>({1, 2, 3}, {2, 2}); }).find("expected 4 values"), std::string::npos);
 }
