@@ -1,0 +1,6 @@
+// libFuzzer's entry point for the idx target (tests/fuzz/idx_target.cpp).
+#include "fuzz/fuzz_targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return kiln::fuzz::fuzz_idx(data, size);
+}
