@@ -7,6 +7,8 @@
 #                              (bench/compare_peers.py; KILN_PEERS_PYTHON names a Python
 #                              that has them, see the script's header)
 #   ./run.sh build             configure and build only
+#   ./run.sh fuzz [target|all] [seconds]  libFuzzer targets of the file readers, 60 s each by
+#                              default (clang-19; tests/fuzz/run_fuzz.sh, docs/fuzzing.md)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -37,6 +39,8 @@ configure_and_build() {
 }
 
 cmd="${1:-demo}"; shift || true
+# Fuzzing alone needs clang and its libFuzzer runtime.
+[ "$cmd" = fuzz ] && PACKAGES+=(clang-19 libclang-rt-19-dev)
 install_missing_packages
 case "$cmd" in
   demo)
@@ -76,6 +80,9 @@ case "$cmd" in
     ;;
   build)
     configure_and_build build
+    ;;
+  fuzz)
+    tests/fuzz/run_fuzz.sh "$@"
     ;;
   *)
     echo "usage: ./run.sh {demo|test [--sanitize]|bench [filter]|bench --peers [options]|build}" >&2
