@@ -53,14 +53,14 @@ class Pool {
   explicit Pool(int threads) { resize(threads); }
   ~Pool() { stop(); }
 
-  int size() const { return threads_; }
+  int size() const { return threads_.load(std::memory_order_relaxed); }
 
   void resize(int threads) {
     std::lock_guard<std::mutex> submit(submit_mutex_);
     stop();
-    threads_ = std::max(1, threads);
+    threads_.store(std::max(1, threads), std::memory_order_relaxed);
     shutdown_ = false;
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 1; i < size(); ++i) workers_.emplace_back([this] { worker_loop(); });
   }
 
   void run(int64_t begin, int64_t end, int64_t chunk, int64_t chunks, const JobFn& fn) {
@@ -158,7 +158,9 @@ class Pool {
     workers_.clear();
   }
 
-  int threads_ = 1;
+  // Atomic: set_num_threads reads it outside the submit mutex while another thread may be
+  // resizing.
+  std::atomic<int> threads_{1};
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;  // one job at a time
 

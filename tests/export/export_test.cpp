@@ -2,19 +2,18 @@
 // runs it as a deployed program would. Every seed model's exported result equals the compiled
 // and the eager one (static and dynamic batch); the manifest describes what is on disk; the
 // runtime refuses wrong inputs and damaged artifacts with messages that say what and where;
-// export refuses what it cannot write; one loaded model runs from several threads.
+// export refuses what it cannot write; kiln_rt's thread count is set through its C API (one
+// loaded model called from several threads: tests/concurrency/kiln_rt_threads_test.cpp).
 #include "kiln/export.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <thread>
 
 #include "export/export_test_util.h"
 #include "frontend/compare_bits.h"
@@ -775,7 +774,7 @@ TEST(ExportErrors, AKilledExportsScratchIsRemovedByTheNext) {
   kiln_rt::Model rt(dir);
 }
 
-// ---- 6. one loaded model, several threads ----
+// ---- 6. kiln_rt's thread count ----
 
 // kiln_rt's own thread pool (not the process's kiln). One thread computes the same values;
 // not always the same bits, since the GEMM library picks its blocking by the rows each
@@ -797,44 +796,6 @@ TEST(ExportThreads, NumThreadsIsSetThroughTheCApi) {
   EXPECT_EQ(kiln_rt::num_threads(), before);
   EXPECT_EQ(kiln_rt_set_num_threads(0), -1);
   expect_parts(kiln_rt_last_error(), {"kiln_rt_set_num_threads", "at least 1 thread, got 0"});
-}
-
-TEST(ExportThreads, ConcurrentRunsMatchSingleThreadedBitForBit) {
-  ScratchDir scratch("threads");
-  ExportOptions options;
-  options.dynamic_batch = true;
-  ExportResult r =
-      export_model(fashion_mlp(), {randn_batch({4, 12}, 1)}, scratch.path("a.kiln"), options);
-  const kiln_rt::Model rt(r.dir);
-  const std::vector<int64_t> batches{1, 2, 3, 5, 7};
-  std::vector<Tensor> inputs, expected;
-  for (int64_t b : batches) {
-    inputs.push_back(randn_batch({b, 12}, 40 + static_cast<uint64_t>(b)));
-    expected.push_back(run_rt(rt, {inputs.back()})[0]);
-  }
-  std::atomic<int> mismatches{0}, failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int k = 0; k < 25; ++k) {
-        size_t i = static_cast<size_t>(t + k) % batches.size();
-        try {
-          kiln_rt::Outputs out = rt.run({kiln_rt::Model::input(
-              static_cast<const float*>(inputs[i].raw_data()), {batches[i], 12})});
-          const Tensor& want = expected[i];
-          if (out.shape(0) != std::vector<int64_t>(want.sizes().begin(), want.sizes().end()) ||
-              std::memcmp(out.data<float>(0), want.raw_data(),
-                          static_cast<size_t>(want.numel()) * sizeof(float)) != 0)
-            ++mismatches;
-        } catch (const kiln_rt::Error&) {
-          ++failures;
-        }
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(failures.load(), 0);
 }
 
 // ---- 7. portable kernels ----

@@ -6,11 +6,9 @@
 // and generated kernels) matches eager within 1e-5 in eval and training mode.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <map>
-#include <thread>
 
 #include "frontend/compare_bits.h"
 #include "kiln/backends/interp.h"
@@ -539,61 +537,6 @@ ExplainEntry compiled_entry(const std::string& name, const std::vector<int64_t>&
   auto compiled = compile(model, {.dynamic = CompileOptions::Dynamic::Off});
   compiled(randn(input_shape));
   return explain(compiled).entries.at(0);
-}
-
-TEST(CompileModels, ThreadsCallOneCompiledModuleAtOnce) {
-  // Calls on several threads, each batch size its own entry or sharing one, while a fifth
-  // thread reads explain(): every result equals the single-threaded call's bit for bit
-  // (kiln's pool at one thread: the products' blocking does not depend on who runs them),
-  // and the counts add up. (A call once held the module's lock throughout: two threads ran
-  // as one.)
-  ScopedThreads one(1);
-  manual_seed(0);
-  auto model = models::build(models::MLPConfig{});
-  model->eval();
-  auto compiled = compile(model);
-  const std::vector<int64_t> batches{1, 4, 4, 9};
-  std::vector<Tensor> inputs, expected;
-  {
-    NoGradGuard no_grad;
-    for (int64_t b : batches) {
-      inputs.push_back(randn({b, 784}));
-      expected.push_back(compiled(inputs.back()));  // compiled outside the race: cache hits
-      EXPECT_TRUE(close_to(expected.back(), nn::call(*model, inputs.back())));
-    }
-  }
-  std::atomic<int> mismatches{0}, failures{0};
-  std::atomic<bool> done{false};
-  std::thread reader([&] {
-    while (!done) {
-      ExplainReport r = explain(compiled);
-      if (r.entries.empty()) ++failures;
-    }
-  });
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      NoGradGuard no_grad;
-      for (int k = 0; k < 40; ++k) {
-        const size_t i = static_cast<size_t>(t + k) % batches.size();
-        try {
-          Tensor got = compiled(inputs[i]);
-          if (!same_bits(got, expected[i])) ++mismatches;
-        } catch (const Error&) {
-          ++failures;
-        }
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  done = true;
-  reader.join();
-  EXPECT_EQ(mismatches, 0);
-  EXPECT_EQ(failures, 0);
-  ExplainReport r = explain(compiled);
-  uint64_t calls = 0;
-  for (const ExplainEntry& e : r.entries) calls += e.calls;
-  EXPECT_EQ(calls, batches.size() + 4 * 40);
-  EXPECT_EQ(r.calls, batches.size() + 4 * 40);
 }
 
 TEST(CompileModels, ResidualMlpAtBatch64FusesIntoTenKernels) {

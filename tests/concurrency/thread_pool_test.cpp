@@ -1,6 +1,7 @@
 // The thread pool's protocol: every chunk of every job runs exactly once whoever claims it,
 // back to back (workers spinning) and after a sleep (workers woken); errors reach the
-// caller; nested calls run inline; resizing between jobs keeps all of that.
+// caller; nested calls run inline; resizing between jobs keeps all of that, and so do
+// callers on several threads at once, resizing included.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -70,6 +71,40 @@ TEST(ThreadPool, NestedCallsRunInlineOnTheirThread) {
     });
   });
   EXPECT_EQ(inner_chunks.load(), 2);
+}
+
+// Compiled modules and kiln_rt models run on several threads, and their kernels share the one
+// pool: each caller's job covers its own range once, whoever else submits.
+TEST(ThreadPool, ConcurrentCallersEachCoverTheirOwnRange) {
+  ScopedThreads threads(2);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c)
+    callers.emplace_back([c] {
+      for (int job = 0; job < 300; ++job) expect_each_index_once(1 + (job + c) % 37, 1 + c);
+    });
+  for (std::thread& t : callers) t.join();
+}
+
+// set_num_threads from two threads while two others submit jobs: every job still covers its
+// range once, and the pool ends at a size one of them asked for.
+TEST(ThreadPool, ConcurrentResizesBesideJobs) {
+  ScopedThreads threads(2);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 2; ++c)
+    callers.emplace_back([&] {
+      while (!done) expect_each_index_once(64, 1);
+    });
+  std::vector<std::thread> resizers;
+  for (int r = 0; r < 2; ++r)
+    resizers.emplace_back([r] {
+      for (int k = 0; k < 20; ++k) set_num_threads(1 + (k + r) % 3);
+    });
+  for (std::thread& t : resizers) t.join();
+  done = true;
+  for (std::thread& t : callers) t.join();
+  EXPECT_GE(num_threads(), 1);
+  EXPECT_LE(num_threads(), 3);
 }
 
 }  // namespace
