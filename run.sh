@@ -2,6 +2,7 @@
 # kiln's one entry point: installs missing Debian packages, configures, builds, runs.
 #   ./run.sh demo              train the Fashion-MNIST demo and print its accuracy
 #   ./run.sh test [--sanitize] run every test suite through ctest (ASan+UBSan with --sanitize)
+#   ./run.sh test --tsan       the concurrency tests (tests/concurrency) under ThreadSanitizer
 #   ./run.sh bench [filter]    run the Google Benchmark programs
 #   ./run.sh bench --peers [options]  kiln beside PyTorch, ONNX Runtime and JAX
 #                              (bench/compare_peers.py; KILN_PEERS_PYTHON names a Python
@@ -64,6 +65,16 @@ case "$cmd" in
       configure_and_build build-sanitize -DKILN_SANITIZE=ON
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         KILN_SKIP_SLOW=1 ctest --test-dir build-sanitize --output-on-failure "$@"
+    elif [ "${1:-}" = "--tsan" ]; then
+      shift
+      # Only the concurrency tests' binary and what it links: the instrumented build stays
+      # small enough for CI. A race fails the run (halt_on_error); tests/tsan.supp says why
+      # each report it silences is not kiln's.
+      [ -f build-tsan/build.ninja ] || cmake -S . -B build-tsan -G Ninja \
+        -DCMAKE_BUILD_TYPE=Release -DKILN_TSAN=ON -DKILN_BUILD_BENCH=OFF
+      cmake --build build-tsan --parallel "$(nproc)" --target kiln_concurrency_tests
+      TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
+        ctest --test-dir build-tsan -L concurrency --output-on-failure "$@"
     else
       configure_and_build build
       ctest --test-dir build --output-on-failure "$@"
@@ -85,7 +96,7 @@ case "$cmd" in
     tests/fuzz/run_fuzz.sh "$@"
     ;;
   *)
-    echo "usage: ./run.sh {demo|test [--sanitize]|bench [filter]|bench --peers [options]|build}" >&2
+    echo "usage: ./run.sh {demo|test [--sanitize|--tsan]|bench [filter]|bench --peers [options]|build}" >&2
     exit 2
     ;;
 esac
