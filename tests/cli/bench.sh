@@ -55,7 +55,7 @@ has "$tmp/seg.txt" "backend: cpu: the forward graph-breaks and runs in segments"
 
 run opt bench --model fashion_mlp --bogus 1
 [ "$rc" -eq 1 ] || fail "unknown option: exit $rc"
-has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model, --config, --batch, --iters, --backend" "unknown option"
+has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model NAME, --config JSON, --batch N, --iters N, --backend NAME, --freeze" "unknown option"
 run nomodel bench
 [ "$rc" -eq 1 ] || fail "no --model: exit $rc"
 has "$tmp/nomodel.txt" "--model NAME is required. Models: fashion_mlp" "no --model"
@@ -64,16 +64,16 @@ run badmodel bench --model nosuch
 has "$tmp/badmodel.txt" "unknown model 'nosuch'" "unknown model"
 run iters bench --model fashion_mlp --iters 0
 [ "$rc" -eq 1 ] || fail "--iters 0: exit $rc"
-has "$tmp/iters.txt" "--iters must be positive, got 0" "--iters 0"
+has "$tmp/iters.txt" "--iters expects an integer in [1, 10000000], got 0" "--iters 0"
 run itersnan bench --model fashion_mlp --iters many
 [ "$rc" -eq 1 ] || fail "--iters many: exit $rc"
-has "$tmp/itersnan.txt" "--iters expects an integer, got 'many'" "--iters many"
+has "$tmp/itersnan.txt" "--iters expects an integer in [1, 10000000], got 'many'" "--iters many"
 run batch bench --model fashion_mlp --batch -2
 [ "$rc" -eq 1 ] || fail "--batch -2: exit $rc"
-has "$tmp/batch.txt" "--batch must be positive, got -2" "--batch -2"
+has "$tmp/batch.txt" "--batch expects an integer in [1, 1048576], got -2" "--batch -2"
 run badbackend bench --model fashion_mlp --backend gpu
 [ "$rc" -eq 1 ] || fail "--backend gpu: exit $rc"
-has "$tmp/badbackend.txt" "expected --backend cpu or interp, found 'gpu'" "--backend gpu"
+has "$tmp/badbackend.txt" "--backend expects one of cpu, interp, got 'gpu'" "--backend gpu"
 run badconfig bench --model fashion_mlp --config '{nope'
 [ "$rc" -eq 1 ] || fail "bad --config: exit $rc"
 has "$tmp/badconfig.txt" "--config expects a JSON object" "bad --config"

@@ -31,7 +31,7 @@ run interp explain --model fashion_mlp --backend interp
 has "$tmp/interp.txt" "(backend interp)" "--backend interp"
 run badbackend explain --model fashion_mlp --backend gpu
 [ "$rc" -eq 1 ] || fail "--backend gpu: exit $rc"
-has "$tmp/badbackend.txt" 'unknown backend "gpu"' "--backend gpu"
+has "$tmp/badbackend.txt" "--backend expects one of cpu, interp, got 'gpu'" "--backend gpu"
 
 run break explain --model halving-mlp --fullgraph
 [ "$rc" -ne 0 ] || fail "halving-mlp --fullgraph: exit 0"
@@ -66,14 +66,14 @@ has "$tmp/partial.dot" "fc2" "halving-mlp --dot"
 
 run opt explain --model fashion_mlp --bogus 1
 [ "$rc" -eq 1 ] || fail "unknown option: exit $rc"
-has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model, --config, --batch, --dot, --backend, --fullgraph" "unknown option"
+has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model NAME, --config JSON, --batch N, --fullgraph, --freeze, --dot FILE, --backend NAME" "unknown option"
 run nomodel explain
 [ "$rc" -eq 1 ] || fail "no --model: exit $rc"
 has "$tmp/nomodel.txt" "--model NAME is required. Models: fashion_mlp" "no --model"
 has "$tmp/nomodel.txt" "halving-mlp-while" "no --model"
 run batch explain --model fashion_mlp --batch 0
 [ "$rc" -eq 1 ] || fail "--batch 0: exit $rc"
-has "$tmp/batch.txt" "--batch must be positive, got 0" "--batch 0"
+has "$tmp/batch.txt" "--batch expects an integer in [1, 1048576], got 0" "--batch 0"
 run baddot explain --model fashion_mlp --dot "$tmp/no/such/dir/x.dot"
 [ "$rc" -eq 1 ] || fail "unwritable --dot: exit $rc"
 has "$tmp/baddot.txt" "expected a writable --dot file, cannot open" "unwritable --dot"

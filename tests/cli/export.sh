@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 # Errors that need no checkpoint first.
 run both export --checkpoint x.safetensors -o "$tmp/a" --batch 3 --dynamic-batch
 [ "$rc" -eq 1 ] || fail "--batch with --dynamic-batch: exit $rc"
-has "$tmp/both.txt" "expected either --batch N" "--batch with --dynamic-batch"
+has "$tmp/both.txt" "--batch and --dynamic-batch cannot be combined" "--batch with --dynamic-batch"
 run nockpt export -o "$tmp/a"
 [ "$rc" -eq 1 ] || fail "no --checkpoint: exit $rc"
 has "$tmp/nockpt.txt" "expected --checkpoint FILE" "no --checkpoint"
@@ -42,9 +42,11 @@ has "$tmp/export.txt" "model fashion_mlp" "export"
 
 run info run "$tmp/mlp.kiln" --info
 [ "$rc" -eq 0 ] || fail "run --info: exit $rc: $(cat "$tmp/info.txt")"
-has "$tmp/info.txt" "input  x: float32[s0, 1, 28, 28]" "run --info"
-has "$tmp/info.txt" "manifest:" "run --info"
+# A table, not the manifest's one-line JSON: the unbounded batch reads 1..∞.
+has "$tmp/info.txt" "input   x          float32  [s0 in 1..∞, 1, 28, 28]" "run --info"
+has "$tmp/info.txt" "output  output0    float32  [s0, 10]" "run --info"
 has "$tmp/info.txt" "fashion_mlp" "run --info"
+if grep -qF "9223372036854775807" "$tmp/info.txt"; then fail "run --info prints int64's maximum"; fi
 
 # input.safetensors: NAME float32[BATCH, 1, 28, 28], every value 0.5 (0x3f000000), written
 # byte by byte: an 8-byte little-endian header length, the JSON header, the raw data.

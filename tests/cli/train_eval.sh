@@ -25,7 +25,7 @@ set -e
 set +e
 "$kiln" train --model fashion_mlp --epochs zero 2> "$tmp/err.txt"; rc=$?
 set -e
-[ "$rc" -eq 1 ] && grep -q "\-\-epochs expects an integer, got 'zero'" "$tmp/err.txt" ||
+[ "$rc" -eq 1 ] && grep -q "\-\-epochs expects an integer in \[1, 100000\], got 'zero'" "$tmp/err.txt" ||
   fail "bad --epochs: rc $rc"
 
 if [ ! -e "$dir/t10k-labels-idx1-ubyte.gz" ] && [ ! -e "$dir/t10k-labels-idx1-ubyte" ]; then
@@ -43,6 +43,14 @@ for model in fashion_mlp lazy_cnn; do
   [ "$trained" = "$evaluated" ] || fail "$model: train said '$trained', eval said '$evaluated'"
   echo "$model: $trained (train) == $evaluated (eval)"
 done
+
+# kiln eval reads the test split only: a folder holding just the t10k files is enough.
+mkdir "$tmp/test-only"
+for f in "$dir"/t10k-*; do ln -s "$f" "$tmp/test-only/"; done
+KILN_FASHION_MNIST_DIR="$tmp/test-only" "$kiln" eval --checkpoint "$tmp/fashion_mlp.safetensors" \
+  --max-test 2000 > "$tmp/eval_test_only.txt" 2>&1 ||
+  fail "eval without the training files: $(cat "$tmp/eval_test_only.txt")"
+grep -q '^test accuracy: ' "$tmp/eval_test_only.txt" || fail "eval without the training files"
 
 # A diverging run (lr 1e30) stops at the first non-finite loss, naming the step and the
 # learning rate, and saves nothing (kiln eval --check-finite is tested in C++).

@@ -64,17 +64,12 @@ std::string row(const std::string& label, const std::string& value) {
 }  // namespace
 
 int run_bench(const std::vector<std::string>& raw) {
-  Args args("bench", raw, {"model", "config", "batch", "iters", "backend"}, {"freeze"});
-  KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
-  const std::string name = args.str("model", "");
-  const json::Value config = models::resolve_config(name, parse_config_option(args));
-  const int64_t batch = args.positive("batch", 1);
-  const int64_t iters = args.positive("iters", 100);
+  Args args(command_spec("bench"), raw);
+  const std::string name = model_option(args);
+  const json::Value config = resolved_config(name, args);
+  const int64_t batch = args.integer("batch", 1);
+  const int64_t iters = args.integer("iters", 100);
   const std::string backend = args.str("backend", "cpu");
-  KILN_CHECK(backend == "cpu" || backend == "interp",
-             "[bench] expected --backend cpu or interp, found '", backend,
-             "'. Fix: pass --backend cpu (native code, the default) or --backend interp (the "
-             "reference executor).");
 
   manual_seed(0);
   std::shared_ptr<nn::Module> model = models::build_model(name, config);

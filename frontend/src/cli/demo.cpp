@@ -123,12 +123,11 @@ bool show_compile(const std::shared_ptr<nn::Module>& model,
 }  // namespace
 
 int run_demo(const std::vector<std::string>& raw) {
-  Args args("demo", raw, {"epochs", "batch", "lr", "seed", "save"});
-  const models::FitOptions fit_options{.epochs = static_cast<int>(args.positive("epochs", 10)),
-                                       .batch_size = args.positive("batch", 128),
+  Args args(command_spec("demo"), raw);
+  const models::FitOptions fit_options{.epochs = static_cast<int>(args.integer("epochs", 10)),
+                                       .batch_size = args.integer("batch-size", 128),
                                        .seed = static_cast<uint64_t>(args.integer("seed", 0))};
   const double lr = args.number("lr", 1e-3);
-  KILN_CHECK(lr > 0, "--lr must be positive, got ", lr, ".");
   const std::string path =
       args.str("save", (std::filesystem::temp_directory_path() / "kiln-demo.safetensors").string());
   durable::check_writable_file(path, "--save");  // before training, not after

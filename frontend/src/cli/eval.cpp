@@ -15,7 +15,7 @@
 namespace kiln::cli {
 
 int run_eval(const std::vector<std::string>& raw) {
-  Args args("eval", raw, {"checkpoint", "max-test"}, {"check-finite"});
+  Args args(command_spec("eval"), raw);
   KILN_CHECK(args.has("checkpoint"),
              "--checkpoint FILE is required (a file written "
              "by `kiln train --save FILE`).");
@@ -25,8 +25,7 @@ int run_eval(const std::vector<std::string>& raw) {
     nn::check_finite(*saved.model);
     std::cout << "weights: all finite\n";
   }
-  models::ClassificationData data =
-      models::load_classification_data("", 1, args.integer("max-test", 0));
+  models::ClassificationData data = models::load_test_data("", args.integer("max-test", 0));
   const double accuracy = models::evaluate(*saved.model, data.test_images, data.test_labels);
   std::printf("test accuracy: %.4f\n", accuracy);
   return 0;

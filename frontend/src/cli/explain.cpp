@@ -51,16 +51,21 @@ std::string shell_quoted(const std::string& s) {
 // when Graphviz's `dot` is installed.
 void write_dot(const ir::Graph& graph, const ir::DotOptions& options, const std::string& path,
                const std::string& note) {
+  // --dot names one file but writes up to four: say so when one of them existed before.
+  auto replaced = [](const std::string& p) {
+    return std::filesystem::exists(p) ? " (replaced the existing file)" : "";
+  };
+  const std::string dot_note = replaced(path);
   {
     std::ofstream file(path);
-    KILN_CHECK(file.good(), "[explain] expected a writable --dot file, cannot open '", path,
+    KILN_CHECK(file.good(), "expected a writable --dot file, cannot open '", path,
                "'. Fix: give a path in an existing, writable directory.");
     file << ir::to_dot(graph, options);
     file.close();
-    KILN_CHECK(!file.fail(), "[explain] writing --dot file '", path,
+    KILN_CHECK(!file.fail(), "writing --dot file '", path,
                "' failed. Fix: check the disk space and permissions.");
   }
-  std::cout << "wrote " << path << note << "\n";
+  std::cout << "wrote " << path << note << dot_note << "\n";
   std::string png = std::filesystem::path(path).replace_extension(".png").string();
   if (png == path) png += ".png";
   std::cout.flush();  // before the shell's output, if any
@@ -69,9 +74,10 @@ void write_dot(const ir::Graph& graph, const ir::DotOptions& options, const std:
               << " -o " << png << "`)\n";
     return;
   }
+  const std::string png_note = replaced(png);
   int rc = std::system(("dot -Tpng " + shell_quoted(path) + " -o " + shell_quoted(png)).c_str());
   if (rc == 0) {
-    std::cout << "wrote " << png << "\n";
+    std::cout << "wrote " << png << png_note << "\n";
   } else {
     std::cout << "  (no PNG: `dot -Tpng " << path << "` failed with status " << rc << ")\n";
   }
@@ -80,12 +86,10 @@ void write_dot(const ir::Graph& graph, const ir::DotOptions& options, const std:
 }  // namespace
 
 int run_explain(const std::vector<std::string>& raw) {
-  Args args("explain", raw, {"model", "config", "batch", "dot", "backend"},
-            {"fullgraph", "freeze"});
-  KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
-  const std::string name = args.str("model", "");
-  const json::Value config = models::resolve_config(name, parse_config_option(args));
-  const int64_t batch = args.positive("batch", 2);
+  Args args(command_spec("explain"), raw);
+  const std::string name = model_option(args);
+  const json::Value config = resolved_config(name, args);
+  const int64_t batch = args.integer("batch", 2);
   const bool fullgraph = args.has("fullgraph");
 
   manual_seed(0);

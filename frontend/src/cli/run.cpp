@@ -9,12 +9,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "args.h"
 #include "commands.h"
+#include "kiln/artifact/manifest.h"
 #include "kiln/kiln.h"
 #include "kiln/serialize/safetensors.h"
 #include "kiln_rt.hpp"
@@ -70,7 +72,7 @@ std::vector<Tensor> pick_inputs(const kiln_rt::Model& model, const SafetensorsFi
   if (by_name) {
     for (const std::string& n : names) inputs.push_back(*file.find(n));
   } else {
-    KILN_CHECK(file.tensors.size() == names.size(), "[run] expected '", path,
+    KILN_CHECK(file.tensors.size() == names.size(), "expected '", path,
                "' to hold the artifact's inputs (", wanted, ") by name, or exactly ", names.size(),
                " tensor", names.size() == 1 ? "" : "s", " taken in order, found ",
                file.tensors.size(), " (", found.empty() ? "none" : found,
@@ -114,13 +116,65 @@ void print_values(const Tensor& t) {
   std::cout << rows << "\n";
 }
 
+// A dim as a reader wants it: "28", or "s0 in 1..∞" for a symbol with its range (inputs;
+// outputs name the symbol alone, or a product such as s0*10).
+std::string dim_str(const artifact::DimSpec& dim, const artifact::Manifest& m, bool with_range) {
+  if (dim.is_static()) return std::to_string(dim.size);
+  const artifact::SymbolRange* range = m.find_symbol(dim.symbol);
+  if (!range || !with_range) return dim.symbol;
+  const bool unbounded = range->max == std::numeric_limits<int64_t>::max();
+  return dim.symbol + " in " + std::to_string(range->min) + ".." +
+         (unbounded ? "\u221e" : std::to_string(range->max));
+}
+
+void print_specs(const char* what, const std::vector<artifact::TensorSpec>& specs,
+                 const artifact::Manifest& m) {
+  for (const artifact::TensorSpec& spec : specs) {
+    std::string dims;
+    for (const artifact::DimSpec& d : spec.shape)
+      dims += (dims.empty() ? "" : ", ") + dim_str(d, m, std::string(what) == "input");
+    std::printf("  %-7s %-10s %-8s [%s]\n", what, spec.name.c_str(),
+                std::string(dtype_name(spec.dtype)).c_str(), dims.c_str());
+  }
+}
+
+// The signature as a table, then what the artifact is; the manifest itself is in DIR.
 void print_info(const kiln_rt::Model& model, const std::string& dir) {
-  std::cout << "artifact " << dir << " (kiln_rt " << kiln_rt_version() << ")\n";
-  for (size_t i = 0; i < model.input_count(); ++i)
-    std::cout << "  input  " << model.input_name(i) << ": " << model.input_signature(i) << "\n";
-  for (size_t i = 0; i < model.output_count(); ++i)
-    std::cout << "  output " << model.output_name(i) << ": " << model.output_signature(i) << "\n";
-  std::cout << "manifest:\n" << model.manifest() << "\n";
+  const artifact::Manifest m =
+      artifact::Manifest::from_json(json::parse(model.manifest()), dir + "/manifest.json");
+  std::cout << "artifact " << dir << ": " << m.model << ", exported by kiln " << m.kiln_version
+            << " (format " << m.format_version << "), loaded by kiln_rt " << kiln_rt_version()
+            << "\n\nsignature:\n";
+  print_specs("input", m.inputs, m);
+  print_specs("output", m.outputs, m);
+  std::cout << "\ngraphs:\n";
+  for (const artifact::GraphEntry& g : m.graphs) {
+    std::string ranges;
+    for (const artifact::SymbolRange& r : g.symbols) {
+      const bool unbounded = r.max == std::numeric_limits<int64_t>::max();
+      ranges += (ranges.empty() ? ", serves " : ", ") + r.name + " in " + std::to_string(r.min) +
+                ".." + (unbounded ? "\u221e" : std::to_string(r.max));
+    }
+    std::cout << "  " << g.graph << ": " << g.kernel_count << " kernel"
+              << (g.kernel_count == 1 ? "" : "s")
+              << (g.kernels.empty() ? "" : " in " + g.kernels) << ranges << "\n";
+  }
+  // The features, wrapped at about 90 columns.
+  std::string features, line;
+  for (const std::string& f : m.target.features) {
+    if (line.size() + f.size() > 80) {
+      features += line + "\n        ";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + f;
+  }
+  features += line;
+  std::cout << "\ntarget: " << m.target.arch << ", tuned for " << m.target.cpu << "\n"
+            << "  needs: " << (features.empty() ? "(baseline)" : features) << "\n"
+            << "weights: " << (m.weights_embedded ? "embedded in " : "") << m.weights << "\n";
+  if (!m.config.is_null()) std::cout << "config: " << json::dump(m.config) << "\n";
+  for (const auto& [key, value] : m.metadata) std::cout << "metadata " << key << ": " << value << "\n";
+  std::cout << "artifact_sha256: " << m.artifact_sha256 << "\n";
 }
 
 int run_artifact(const std::string& dir, const Args& args) {
@@ -177,20 +231,16 @@ int run_artifact(const std::string& dir, const Args& args) {
 
 int run_run(const std::vector<std::string>& raw) {
   KILN_CHECK(!raw.empty() && raw[0].rfind("-", 0) != 0,
-             "[run] expected the artifact directory first (written by `kiln export`), found ",
+             "expected the artifact directory first (written by `kiln export`), found ",
              raw.empty() ? std::string("no arguments") : "'" + raw[0] + "'",
              ". Fix: kiln run DIR --input FILE.safetensors, or kiln run DIR --info.");
   const std::string dir = raw[0];
-  Args args("run", std::vector<std::string>(raw.begin() + 1, raw.end()), {"input", "output"},
-            {"info"});
+  Args args(command_spec("run"), std::vector<std::string>(raw.begin() + 1, raw.end()));
   KILN_CHECK(args.has("info") || args.has("input"),
-             "[run] expected --input FILE.safetensors (the tensors to run on) or --info, found "
+             "expected --input FILE.safetensors (the tensors to run on) or --info, found "
              "neither. Fix: kiln run ",
              dir, " --input FILE.safetensors; `kiln run ", dir,
              " --info` lists the inputs it takes.");
-  KILN_CHECK(!(args.has("info") && (args.has("input") || args.has("output"))),
-             "[run] expected --info alone (it runs nothing), found it with --input/--output. "
-             "Fix: drop --info to run the artifact.");
   try {
     return run_artifact(dir, args);
   } catch (const kiln_rt::Error& e) {

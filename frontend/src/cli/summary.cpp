@@ -12,10 +12,9 @@
 namespace kiln::cli {
 
 int run_summary(const std::vector<std::string>& raw) {
-  Args args("summary", raw, {"model", "config"});
-  KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
-  const std::string name = args.str("model", "");
-  const json::Value config = models::resolve_config(name, parse_config_option(args));
+  Args args(command_spec("summary"), raw);
+  const std::string name = model_option(args);
+  const json::Value config = resolved_config(name, args);
   std::shared_ptr<nn::Module> model = models::build_model(name, config);
   std::cout << "model " << name << " " << json::dump(config) << "\n\n" << *model << "\n\n";
   // Every catalog model reads Fashion-MNIST images; the batch dim is left open.

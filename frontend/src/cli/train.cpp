@@ -17,20 +17,15 @@
 namespace kiln::cli {
 
 int run_train(const std::vector<std::string>& raw) {
-  Args args("train", raw,
-            {"model", "config", "epochs", "batch", "lr", "weight-decay", "seed", "max-train",
-             "max-test", "save"});
-  KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
-  const std::string name = args.str("model", "");
-  const json::Value config = models::resolve_config(name, parse_config_option(args));
+  Args args(command_spec("train"), raw);
+  const std::string name = model_option(args);
+  const json::Value config = resolved_config(name, args, /*for_training=*/true);
   const uint64_t seed = static_cast<uint64_t>(args.integer("seed", 0));
-  const models::FitOptions fit_options{.epochs = static_cast<int>(args.positive("epochs", 5)),
-                                       .batch_size = args.positive("batch", 128),
+  const models::FitOptions fit_options{.epochs = static_cast<int>(args.integer("epochs", 5)),
+                                       .batch_size = args.integer("batch-size", 128),
                                        .seed = seed};
   const double lr = args.number("lr", 1e-3);
   const double weight_decay = args.number("weight-decay", 0.0);
-  KILN_CHECK(lr > 0 && weight_decay >= 0, "expected --lr > 0 and --weight-decay >= 0, got ", lr,
-             " and ", weight_decay, ".");
 
   // A --save path that cannot be written fails now, not after the training it would lose.
   if (args.has("save")) durable::check_writable_file(args.str("save", ""), "--save");

@@ -57,6 +57,12 @@ ClassificationData load_classification_data(const std::string& dir, int64_t max_
           normalize(first(test.images, max_test)), first(test.labels, max_test)};
 }
 
+ClassificationData load_test_data(const std::string& dir, int64_t max_test) {
+  const std::string folder = dir.empty() ? data::default_fashion_mnist_dir() : dir;
+  data::FashionMnist test = data::load_fashion_mnist(folder, data::Split::Test);
+  return {Tensor(), Tensor(), normalize(first(test.images, max_test)), first(test.labels, max_test)};
+}
+
 std::vector<FitProgress> fit(nn::Module& model, optim::Optimizer& optimizer, const Tensor& images,
                              const Tensor& labels, const FitOptions& options,
                              const FitCallback& on_progress) {

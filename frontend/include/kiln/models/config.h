@@ -43,7 +43,11 @@ void field_from_json(const json::Value& value, T& out, const std::string& where)
     out = value.as_bool();
   } else if constexpr (std::is_integral_v<T>) {
     KILN_CHECK(value.is_int(), "[", where, "] expected an integer, found ",
-               value.is_number() ? "a fractional number" : json::kind_name(value.kind()), ".");
+               value.is_number() ? "the number " + json::dump(value) +
+                                       ", written with a fraction or an exponent. Fix: write the "
+                                       "integer's digits in full (1000000, not 1e6)"
+                                 : std::string(json::kind_name(value.kind())),
+               ".");
     out = static_cast<T>(value.as_int());
   } else if constexpr (std::is_floating_point_v<T>) {
     KILN_CHECK(value.is_number(), "[", where, "] expected a number, found ",

@@ -36,6 +36,9 @@ struct ClassificationData {
 // the constants above. max_train / max_test > 0 keep only the first that many samples.
 ClassificationData load_classification_data(const std::string& dir = "", int64_t max_train = 0,
                                             int64_t max_test = 0);
+// Only the test split (train_images and train_labels stay undefined): what evaluating a
+// trained model needs, so the training files need not be present.
+ClassificationData load_test_data(const std::string& dir = "", int64_t max_test = 0);
 
 struct FitOptions {
   int epochs = 1;
