@@ -259,6 +259,13 @@ TEST_F(IdxTest, ImplausibleDimsAreRefusedBeforeAllocating) {
   std::string msg = error_of([&] { read_idx(write_gz("huge.gz", bytes)); });
   EXPECT_HAS(msg, "has implausible dims [4294967295, 4294967295, 4294967295]");
 
+  // Found by fuzzing: a zero dim made the array empty, and the absurd sizes beside it were
+  // accepted, although no tensor can be laid out with them.
+  Bytes empty = idx_bytes<uint8_t>(0x08, {0, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, Bytes{});
+  msg = error_of([&] { read_idx_array(write_gz("empty_huge.gz", empty)); });
+  EXPECT_HAS(msg, "has implausible dims [0, 4294967295, 4294967295, 4294967295] (its non-zero "
+                  "sizes describe more than 1 TiB of ubyte data)");
+
   // Large but plausible dims on a tiny file: reported as truncated, not as out of memory.
   Bytes big = idx_bytes<float>(0x0D, {1u << 30}, std::vector<float>{1.0f});
   msg = error_of([&] { read_idx(write_gz("big.gz", big)); });

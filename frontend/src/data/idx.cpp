@@ -189,22 +189,24 @@ IdxArray read_idx_array(const std::string& path) {
              "' is truncated: its magic number announces ", ndim, " dims (", header.size(),
              " bytes), found only ", got, " bytes of dims. ", kReinstallFix);
   // Element count, refusing counts whose byte size would not fit in memory (a damaged
-  // header) before allocating anything.
+  // header) before allocating anything. The zero sizes are left out of the bound: an empty
+  // array's other dims still make its strides, which must fit int64 too ([0, 2^32-1, ...]).
   const int64_t kMaxBytes = int64_t{1} << 40;
-  int64_t count = 1;  // saturates at kMaxBytes + 1
+  int64_t extent = 1;  // the product of the non-zero sizes, saturating at kMaxBytes + 1
   bool empty = false;
   for (size_t d = 0; d < ndim; ++d) {
     const uint8_t* p = &header[4 * d];
     int64_t size = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) | (int64_t{p[2]} << 8) | p[3];
     array.dims.push_back(size);
     empty = empty || size == 0;
-    if (size > 0) count = size > kMaxBytes / count ? kMaxBytes + 1 : count * size;
+    if (size > 0) extent = size > kMaxBytes / extent ? kMaxBytes + 1 : extent * size;
   }
-  if (empty) count = 0;
-  KILN_CHECK(count * static_cast<int64_t>(width) <= kMaxBytes, "[read_idx] '", path,
-             "' has implausible dims ", shape_str(array.dims), " (more than 1 TiB of ",
+  KILN_CHECK(extent * static_cast<int64_t>(width) <= kMaxBytes, "[read_idx] '", path,
+             "' has implausible dims ", shape_str(array.dims), " (",
+             empty ? "its non-zero sizes describe " : "", "more than 1 TiB of ",
              idx_type_name(array.type), " data). Fix: the header is damaged; ",
              "download or reinstall the file.");
+  const int64_t count = empty ? 0 : extent;
 
   // Read in chunks so that a damaged header announcing more data than the file holds
   // fails as "truncated" without first allocating all of it.
