@@ -24,7 +24,7 @@ fi
 
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DKILN_FUZZ=ON -DKILN_NATIVE=OFF
+    -DKILN_FUZZ=ON
 fi
 cmake --build build-fuzz --parallel "$(nproc)"
 
