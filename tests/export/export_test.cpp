@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -507,8 +508,9 @@ class ExportTampered : public ::testing::Test {
     source_ = nullptr;
   }
   // A copy of the artifact, which loads before it is damaged.
-  std::string fresh_copy() {
-    std::string dir = scratch_.path("copy.kiln");
+  std::string fresh_copy() { return fresh_copy_at("copy.kiln"); }
+  std::string fresh_copy_at(const std::string& name) {
+    std::string dir = scratch_.path(name);
     fs::copy(source_->path("a.kiln"), dir, fs::copy_options::recursive);
     return dir;
   }
@@ -575,15 +577,95 @@ TEST_F(ExportTampered, AnotherInputShapeWithTheDigestRecomputed) {
     m["inputs"].as_array()[0]["shape"].as_array()[1] = width;
     m["artifact_sha256"] = artifact::artifact_digest(m);
     write_manifest(dir, m);
-    // The manifest now admits [N, width]; the graph's own type still refuses it (a wider
-    // input once wrote past a heap buffer, a narrower one returned garbage).
-    kiln_rt::Model rt(dir);
-    std::vector<float> x(static_cast<size_t>(3 * width), 0.5f);
-    expect_parts(
-        run_error(rt, {kiln_rt::Model::input(x.data(), {3, width})}),
-        {"input 'x' expects float32[s0, 12]", "dim 1 is " + std::to_string(width) + ", not 12"});
+    // The manifest would admit [N, width] (a wider input once wrote past a heap buffer, a
+    // narrower one returned garbage): the signature derived from the graph refuses it.
+    expect_parts(load_error(dir),
+                 {"manifest.json: expected field inputs[0] to be x: float32[s0, 12] as "
+                  "graph0.kir says",
+                  "found x: float32[s0, " + std::to_string(width) + "]", "export the model again"});
     fs::remove_all(dir);  // fresh_copy's directory, for the next width
   }
+}
+
+// What callers are told the artifact returns comes from the graph, not the manifest alone.
+TEST_F(ExportTampered, OutputShapeEditedWithTheDigestRecomputed) {
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  m["outputs"].as_array()[0]["shape"].as_array()[1] = 11;
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"expected field outputs[0] to be output0: float32[s0, 5] as "
+                                 "graph0.kir says",
+                                 "found output0: float32[s0, 11]", "export the model again"});
+}
+
+// The symbols' ranges: their maxima as the weights recorded them at export, and which sizes
+// each graph serves as the graphs show (size 1 may need a graph of its own).
+TEST_F(ExportTampered, InputRangesEditedWithTheDigestRecomputed) {
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  m["symbols"].as_array()[0]["max"] = 4;
+  m["graphs"].as_array()[0]["symbols"]["s0"] = json::Array{1, 4};
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(dir, m);
+  expect_parts(load_error(dir),
+               {"expected field symbols to be s0 in [1, inf) as weights.safetensors (the ranges "
+                "recorded at export) says",
+                "found s0 in [1, 4]", "export the model again"});
+  m = manifest(fresh_copy_at("graphs"));
+  json::Value& served = m["graphs"].as_array()[0]["symbols"]["s0"];
+  const int64_t min = served.as_array()[0].as_int();
+  served.as_array()[0] = min + 1;
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(scratch_.path("graphs"), m);
+  expect_parts(load_error(scratch_.path("graphs")),
+               {"expected field graphs[0].symbols to be s0 in [" + std::to_string(min) + ", inf)",
+                "found s0 in [" + std::to_string(min + 1) + ", inf)"});
+}
+
+// An emptied feature list (re-hashed) would let kernels that need AVX run on a CPU without
+// it: the library's own record of its features decides, before it is loaded.
+TEST_F(ExportTampered, EmptiedCpuFeaturesWithTheDigestRecomputed) {
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  ASSERT_FALSE(m["target"]["features"].as_array().empty());
+  std::string features;
+  for (const json::Value& f : m["target"]["features"].as_array())
+    features += (features.empty() ? "" : ", ") + f.as_string();
+  m["target"]["features"] = json::Array{};
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"expected field target.features to be [" + features +
+                                     "] as the kernels in ",
+                                 "kernels0.so says, found []", "export the model again"});
+}
+
+// The CPU the kernels were tuned for is the library's record too.
+TEST_F(ExportTampered, AnotherTargetCpuWithTheDigestRecomputed) {
+  std::string dir = fresh_copy();
+  json::Value m = manifest(dir);
+  const std::string cpu = m["target"]["cpu"].as_string();
+  m["target"]["cpu"] = "i386";
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"expected field target.cpu to be " + cpu + " as the kernels in ",
+                                 "kernels0.so says, found i386"});
+}
+
+// A library without the record (an older kiln's, or one stripped of it) is not loaded: the
+// features its code needs would be unknown.
+TEST_F(ExportTampered, KernelLibraryWithoutItsTargetRecord) {
+  std::string dir = fresh_copy();
+  const std::string library = dir + "/kernels0.so";
+  const std::string command = "objcopy --remove-section=.kiln_target '" + library + "' 2>&1";
+  if (std::system(command.c_str()) != 0) GTEST_SKIP() << "objcopy is not available";
+  json::Value m = manifest(dir);
+  m["sha256"]["kernels0.so"] = sha256_file_hex(library);
+  m["artifact_sha256"] = artifact::artifact_digest(m);
+  write_manifest(dir, m);
+  expect_parts(load_error(dir), {"kernels0.so: expected a record of the CPU its kernels were "
+                                 "compiled for (section .kiln_target), found none",
+                                 "export the model again"});
 }
 
 // The object file is not loaded, but it is part of the artifact (for static linking).

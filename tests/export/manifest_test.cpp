@@ -87,9 +87,13 @@ TEST(ArtifactManifest, RefusesWhatALoaderCannotTrust) {
   v["sha256"].as_object().erase(v["sha256"].as_object().begin());
   expect_refused(v, {"field sha256", "expected a digest of", "found none"});
   v = good;
-  v["format_version"] = 3;
-  expect_refused(v, {"expected an artifact format this kiln_rt reads (1 to 2), found 3",
+  v["format_version"] = 4;
+  expect_refused(v, {"expected an artifact format this kiln_rt reads (1 to 3), found 4",
                      "written by kiln 0.1.0"});
+  v = good;
+  v["format_version"] = 2;
+  expect_refused(v, {"format 2 (written by kiln 0.1.0) is no longer read",
+                     "do not record the CPU features", "export the model again"});
   v = good;
   v["format_version"] = 1;
   expect_refused(v, {"format 1 (written by kiln 0.1.0) is no longer read",

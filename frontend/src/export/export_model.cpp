@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/artifact/graph_signature.h"
+#include "kiln/artifact/target_record.h"
 #include "kiln/autograd.h"
 #include "kiln/backends/cpu_compiler.h"
 #include "kiln/codegen/kernels.h"
@@ -127,17 +129,6 @@ int64_t batch_limit(const ir::Graph& g, const ExportOptions& options,
                " has batch ", examples[i].size(0), ", above max_batch ", options.max_batch,
                ". Fix: export with a smaller example or a larger max_batch.");
   return options.max_batch;
-}
-
-std::vector<artifact::DimSpec> dim_specs(const Shape& shape) {
-  std::vector<artifact::DimSpec> dims;
-  for (int64_t d : shape) {
-    if (ir::is_symbolic_size(d))
-      dims.push_back({0, ir::format_size(d)});
-    else
-      dims.push_back({d, ""});
-  }
-  return dims;
 }
 
 // Largest |a - b| (0 when equal, NaNs in the same places count as equal). Throws when an
@@ -254,7 +245,8 @@ fs::path scratch_path(const fs::path& dir, const char* what) {
 
 // The weights as a shared library (ExportOptions::embed_weights): their safetensors bytes
 // behind the data symbols kiln_rt looks up, assembled with .incbin by the C compiler driver.
-void write_weights_library(const NamedTensors& weights, const fs::path& tmp,
+void write_weights_library(const NamedTensors& weights,
+                           const std::map<std::string, std::string>& metadata, const fs::path& tmp,
                            const std::string& name) {
   const fs::path bytes = fs::absolute(tmp / ".weights.safetensors");
   const fs::path source = tmp / ".weights.S";
@@ -263,7 +255,7 @@ void write_weights_library(const NamedTensors& weights, const fs::path& tmp,
              "[export] embed_weights needs a directory path without quotes, backslashes or "
              "newlines, found '",
              quoted, "'. Fix: export into a plainer path.");
-  std::vector<uint8_t> data = safetensors_bytes(weights);
+  std::vector<uint8_t> data = safetensors_bytes(weights, metadata);
   write_file(bytes, std::string(data.begin(), data.end()));
   write_file(
       source,
@@ -439,22 +431,18 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
     for (const artifact::SymbolRange& r : graphs[0].symbols)
       if (r.name != graphs[g].symbols[0].name) graphs[g].symbols.push_back(r);
 
-  // The manifest's signature, from the main graph.
+  // The manifest's signature, from the main graph as the artifact stores it (kiln_rt derives
+  // it from there again and refuses a manifest that says otherwise).
   m.kiln_version = std::string(kVersion);
   m.model = options.model_name.empty() ? model->type_name() : options.model_name;
   m.config = options.config;
   m.metadata = options.metadata;
-  size_t next_input = 0;
-  for (const ir::GraphInput& in : main.graph->inputs())
-    if (in.kind == ir::InputKind::Input)
-      m.inputs.push_back(
-          {names.at(next_input++), in.value->type.dtype, dim_specs(in.value->type.shape)});
   const ir::Graph& optimized = graphs[0].compiled->optimized_graph();
-  for (size_t o = 0; o < optimized.outputs().size(); ++o) {
-    const ir::GraphOutput& out = optimized.outputs()[o];
-    m.outputs.push_back({out.name.empty() ? "output" + std::to_string(o) : out.name,
-                         out.value->type.dtype, dim_specs(out.value->type.shape)});
-  }
+  m.inputs = artifact::graph_inputs(optimized);
+  m.outputs = artifact::graph_outputs(optimized);
+  // The symbols' maxima are a choice no graph shows: the weights record them too.
+  const std::map<std::string, std::string> weights_metadata = {
+      {artifact::kSymbolsMetadataKey, artifact::symbols_record(m.symbols)}};
 
   // Write everything to a temporary directory beside `dir`, then move it into place.
   fs::path target = fs::path(dir).lexically_normal();
@@ -478,9 +466,15 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
         e.object = "kernels" + index + ".o";
         e.kernels = "kernels" + index + ".so";
         write_file(tmp / e.object, kernels->object());
-        codegen::link_shared_library(kernels->object(), (tmp / e.kernels).string());
         m.target = {kernels->target_arch(), kernels->target_cpu(), kernels->target_features()};
         std::sort(m.target.features.begin(), m.target.features.end());
+        // The library records the CPU its code needs (artifact/target_record.h): kiln_rt
+        // reads it from the file before loading the code, whatever the manifest lists.
+        const fs::path record = tmp / ".target.S";
+        write_file(record, artifact::target_record_assembly(m.target));
+        codegen::link_shared_library(kernels->object(), (tmp / e.kernels).string(),
+                                     {record.string()});
+        fs::remove(record);
       }
       m.graphs.push_back(std::move(e));
     }
@@ -488,9 +482,9 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
     if (options.embed_weights) {
       m.weights = "weights.so";
       m.weights_embedded = true;
-      write_weights_library(weights, tmp, m.weights);
+      write_weights_library(weights, weights_metadata, tmp, m.weights);
     } else {
-      save_safetensors((tmp / m.weights).string(), weights);
+      save_safetensors((tmp / m.weights).string(), weights, weights_metadata);
     }
     for (const std::string& file : m.files())
       m.sha256[file] = sha256_file_hex((tmp / file).string());

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "artifact_checks.h"
 #include "kiln/backends/cpu.h"
 #include "kiln/backends/interp.h"
 #include "kiln/cpu_exec/kernel_library.h"
@@ -224,6 +225,7 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
 
   SafetensorsFile weights = load_weights(m, dir);
 
+  std::vector<const ir::Graph*> parsed;
   for (const artifact::GraphEntry& entry : m.graphs) {
     auto g = std::make_unique<Graph>();
     std::string path = dir + "/" + entry.graph;
@@ -272,6 +274,9 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
       // The object file is not loaded, but it is part of what was exported (for static
       // linking): a damaged one is reported too.
       check_digest(m, dir, entry.object, sha256_file_hex(dir + "/" + entry.object));
+      // The features the code was compiled for, from the library itself: a manifest whose
+      // list was emptied (and re-hashed) must not get code onto a CPU it would kill.
+      check_kernel_target(m, library, dir);
       g->library = std::make_unique<cpu::KernelLibrary>(library);
       cpu::KernelLibrary* lib = g->library.get();
       g->kernels = cpu::bind_fused_kernels(
@@ -284,8 +289,11 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
     runner->plan = std::move(first);
     if (!g->planned) runner = g->make_runner();
     g->idle.push_back(std::move(runner));
+    parsed.push_back(g->graph.get());
     graphs_.push_back(std::move(g));
   }
+  // What callers are told the artifact takes and returns, held to what the graphs say.
+  check_signature(m, parsed, weights.metadata, dir);
 }
 
 LoadedModel::~LoadedModel() = default;

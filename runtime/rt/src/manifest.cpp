@@ -210,6 +210,11 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
              m.kiln_version,
              ") is no longer read: its digest does not cover the manifest, so an edited "
              "signature could reach the kernels. Fix: export the model again with this kiln.");
+  KILN_CHECK(m.format_version != 2, r.where("format_version"), "format 2 (written by kiln ",
+             m.kiln_version,
+             ") is no longer read: its kernel libraries do not record the CPU features they "
+             "were compiled for, so an edited manifest could run them on a CPU without them. "
+             "Fix: export the model again with this kiln.");
   KILN_CHECK(m.format_version >= 1 && m.format_version <= kFormatVersion, r.where("format_version"),
              "expected an artifact format this kiln_rt reads (1 to ", kFormatVersion, "), found ",
              m.format_version, " (written by kiln ", m.kiln_version,

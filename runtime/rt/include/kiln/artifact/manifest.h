@@ -32,8 +32,10 @@ namespace kiln::artifact {
 
 inline constexpr const char* kFormatName = "kiln-artifact";
 // The format this kiln writes and the newest one kiln_rt reads. 2: artifact_sha256 covers
-// the manifest's fields as well as the files (format 1 covered the files only).
-inline constexpr int64_t kFormatVersion = 2;
+// the manifest's fields as well as the files (format 1 covered the files only). 3: each
+// kernel library records the CPU it was compiled for (artifact/target_record.h) and the
+// weights record the symbols' ranges (artifact/graph_signature.h).
+inline constexpr int64_t kFormatVersion = 3;
 inline constexpr const char* kManifestFile = "manifest.json";
 // The data symbols of embedded weights: the safetensors bytes, and their count (uint64_t).
 inline constexpr const char* kWeightsSymbol = "kiln_weights";
