@@ -208,17 +208,20 @@ IdxArray read_idx_array(const std::string& path) {
              "download or reinstall the file.");
   const int64_t count = empty ? 0 : extent;
 
-  // Read in chunks so that a damaged header announcing more data than the file holds
-  // fails as "truncated" without first allocating all of it.
+  // Read in chunks that grow with what arrived (64 KiB doubling to 16 MiB), so a damaged
+  // header announcing more data than the file holds fails as "truncated" having allocated
+  // about what the file holds: not what the header claims, nor 16 MiB for a tiny file.
   const size_t expected = static_cast<size_t>(count) * width;
-  const size_t kChunk = size_t{16} << 20;
+  const size_t kMaxChunk = size_t{16} << 20;
+  size_t chunk = size_t{64} << 10;
   size_t have = 0;
   while (have < expected) {
-    size_t want = std::min(expected - have, kChunk);
+    size_t want = std::min(expected - have, chunk);
     array.bytes.resize(have + want);
     size_t r = read_some(file.get(), array.bytes.data() + have, want, path, "the data");
     have += r;
     if (r < want) break;
+    chunk = std::min(chunk * 2, kMaxChunk);
   }
   KILN_CHECK(have == expected, "[read_idx] '", path, "' is truncated: dims ", shape_str(array.dims),
              " of ", idx_type_name(array.type), " need ", expected, " bytes of data, found only ",
