@@ -31,8 +31,7 @@ void run_together(int n, Fn fn) {
 
 // Every entry ran native code (a "cpu:" backend note), not the reference executor.
 void expect_native(const ExplainReport& r) {
-  for (const ExplainEntry& e : r.entries)
-    EXPECT_EQ(e.backend.rfind("cpu:", 0), 0u) << e.backend;
+  for (const ExplainEntry& e : r.entries) EXPECT_EQ(e.backend.rfind("cpu:", 0), 0u) << e.backend;
 }
 
 // Four threads call one compiled ResidualMLP (batch sizes with an entry each, two threads
@@ -138,7 +137,7 @@ TEST(ConcurrentCompiled, BufferWriteBacksFromThreadsAddUpLikeSequentialCalls) {
   NoGradGuard no_grad;
   Tensor expected = (*eager)(x);
   for (int k = 1; k < 10; ++k) (*eager)(x);  // the compiled module's 1 + 3 * 3 calls
-  compiled(x);  // compiled outside the race
+  compiled(x);                               // compiled outside the race
   std::atomic<int> mismatches{0};
   run_together(3, [&](int) {
     NoGradGuard no_grad;

@@ -84,7 +84,8 @@ class ScopedRtThreads {
 TEST(ConcurrentKilnRt, ThreadsRunOneLoadedModelLikeOneThreadAtOnePoolThread) {
   ScratchDir scratch("threads");
   manual_seed(3);
-  const kiln_rt::Model rt(export_dynamic(models::build(models::FashionMLPConfig{12, 16, 5, 0.3}), scratch));
+  const kiln_rt::Model rt(
+      export_dynamic(models::build(models::FashionMLPConfig{12, 16, 5, 0.3}), scratch));
   ScopedRtThreads pool(1);
   expect_threads_match_one_thread(rt);
 }
@@ -93,7 +94,8 @@ TEST(ConcurrentKilnRt, ThreadsRunOneLoadedModelLikeOneThreadAtOnePoolThread) {
 TEST(ConcurrentKilnRt, ThreadsRunOneLoadedModelLikeOneThreadAtTwoPoolThreads) {
   ScratchDir scratch("threads");
   manual_seed(3);
-  const kiln_rt::Model rt(export_dynamic(models::build(models::FashionMLPConfig{12, 16, 5, 0.3}), scratch));
+  const kiln_rt::Model rt(
+      export_dynamic(models::build(models::FashionMLPConfig{12, 16, 5, 0.3}), scratch));
   ScopedRtThreads pool(2);
   expect_threads_match_one_thread(rt);
 }
@@ -113,7 +115,8 @@ TEST(ConcurrentKilnRt, ThreadsRunAGraphWithControlFlowLikeOneThread) {
 TEST(ConcurrentKilnRt, EachThreadGetsItsOwnError) {
   ScratchDir scratch("threads");
   manual_seed(3);
-  const kiln_rt::Model rt(export_dynamic(models::build(models::FashionMLPConfig{12, 16, 5, 0.3}), scratch));
+  const kiln_rt::Model rt(
+      export_dynamic(models::build(models::FashionMLPConfig{12, 16, 5, 0.3}), scratch));
   Tensor good = randn_batch({3, 12}, 5), bad = randn_batch({3, 11}, 6);
   std::atomic<int> unexpected{0};
   std::vector<std::thread> threads;
@@ -126,8 +129,7 @@ TEST(ConcurrentKilnRt, EachThreadGetsItsOwnError) {
           if (t % 2) ++unexpected;
         } catch (const kiln_rt::Error& e) {
           const std::string msg = e.what(), last = kiln_rt_last_error();
-          if (!(t % 2) || msg.find("dim 1 is 11") == std::string::npos || last != msg)
-            ++unexpected;
+          if (!(t % 2) || msg.find("dim 1 is 11") == std::string::npos || last != msg) ++unexpected;
         }
       }
     });

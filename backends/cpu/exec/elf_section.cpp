@@ -30,7 +30,9 @@ std::optional<std::string> read_elf_section(const std::string& path, const std::
   auto read = [&](uint64_t offset, void* out, uint64_t bytes) {
     in.seekg(static_cast<std::streamoff>(offset));
     in.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes));
-    if (!in.good()) refuse("reading " + std::to_string(bytes) + " bytes at " + std::to_string(offset) + " failed");
+    if (!in.good())
+      refuse("reading " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
+             " failed");
   };
   Elf64_Ehdr header{};
   if (size < sizeof header) refuse("it is shorter than an ELF header");

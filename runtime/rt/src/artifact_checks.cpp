@@ -26,11 +26,12 @@ std::string spec_text(const artifact::TensorSpec& s) {
 std::string range_text(const artifact::SymbolRange& r) {
   return r.name + " in [" + std::to_string(r.min) + ", " +
          (r.max == std::numeric_limits<int64_t>::max() ? std::string("inf)")
-                                                        : std::to_string(r.max) + "]");
+                                                       : std::to_string(r.max) + "]");
 }
 
 std::string ranges_text(std::vector<artifact::SymbolRange> ranges) {
-  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   std::string out;
   for (const auto& r : ranges) out += (out.empty() ? "" : ", ") + range_text(r);
   return out.empty() ? "none" : out;
@@ -43,8 +44,9 @@ std::string list_text(const std::vector<std::string>& items) {
 }
 
 // The manifest's `field` says `said` where `source` says `actual`.
-[[noreturn]] void disagree(const std::string& dir, const std::string& field, const std::string& said,
-                           const std::string& source, const std::string& actual) {
+[[noreturn]] void disagree(const std::string& dir, const std::string& field,
+                           const std::string& said, const std::string& source,
+                           const std::string& actual) {
   KILN_FAIL("[kiln_rt] ", dir, "/", artifact::kManifestFile, ": expected field ", field, " to be ",
             actual, " as ", source, " says, found ", said, ". ", kEdited);
 }
@@ -76,8 +78,9 @@ void check_signature(const artifact::Manifest& m, const std::vector<const ir::Gr
     disagree(dir, "symbols", ranges_text(m.symbols), m.weights + " (the ranges recorded at export)",
              ranges_text(recorded));
   for (size_t g = 0; g < graphs.size(); ++g) {
-    std::vector<artifact::SymbolRange> said = m.graphs[g].symbols, actual =
-        artifact::graph_ranges(graphs, g, m.inputs, recorded);
+    std::vector<artifact::SymbolRange> said = m.graphs[g].symbols,
+                                       actual =
+                                           artifact::graph_ranges(graphs, g, m.inputs, recorded);
     auto by_name = [](const auto& a, const auto& b) { return a.name < b.name; };
     std::sort(said.begin(), said.end(), by_name);
     std::sort(actual.begin(), actual.end(), by_name);

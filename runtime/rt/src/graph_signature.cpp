@@ -55,7 +55,8 @@ std::vector<SymbolRange> graph_ranges(const std::vector<const ir::Graph*>& graph
       continue;
     }
     bool specialized_to_one = false;
-    for (const ir::Graph* g : graphs) specialized_to_one = specialized_to_one || size_at(*g, s.name) == 1;
+    for (const ir::Graph* g : graphs)
+      specialized_to_one = specialized_to_one || size_at(*g, s.name) == 1;
     out.push_back({s.name, specialized_to_one ? 2 : s.min, s.max});
   }
   return out;
@@ -83,7 +84,8 @@ std::vector<SymbolRange> parse_symbols_record(const std::string& record,
       if (!s.is_array() || s.as_array().size() != 3 || !s.as_array()[0].is_string() ||
           !s.as_array()[1].is_int() || !s.as_array()[2].is_int())
         refuse();
-      out.push_back({s.as_array()[0].as_string(), s.as_array()[1].as_int(), s.as_array()[2].as_int()});
+      out.push_back(
+          {s.as_array()[0].as_string(), s.as_array()[1].as_int(), s.as_array()[2].as_int()});
     }
   } catch (const json::ParseError&) {
     refuse();

@@ -41,10 +41,12 @@ std::string target_record_assembly(const Target& target) {
   names.push_back(target.arch);
   names.push_back(target.cpu);
   for (const std::string& n : names)
-    KILN_CHECK(plain_name(n), "[export] expected target names of letters, digits and ._+-, found \"",
-               n, "\". Fix: this is a kiln bug in the target the code generator reported.");
+    KILN_CHECK(plain_name(n),
+               "[export] expected target names of letters, digits and ._+-, found \"", n,
+               "\". Fix: this is a kiln bug in the target the code generator reported.");
   std::string escaped;
-  for (char c : target_record(target)) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
+  for (char c : target_record(target))
+    escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
   return std::string("  .section ") + kTargetSection + ",\"\",@progbits\n  .ascii \"" + escaped +
          "\"\n  .section .note.GNU-stack,\"\",@progbits\n";
 }
