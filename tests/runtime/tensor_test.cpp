@@ -39,6 +39,24 @@ TEST(Tensor, SizeArithmeticNeverWraps) {
   expect_error([] { Tensor::empty({int64_t{1} << 60}, kFloat32); }, {"out of memory"});
 }
 
+TEST(Tensor, ShapeOpsCheckTheirSizeArithmetic) {
+  // The infers of reshape, view, expand and cat compute sizes from attributes that may come
+  // from IR text or a user's arithmetic: none of them wraps.
+  constexpr int64_t k2to40 = int64_t{1} << 40, k2to62 = int64_t{1} << 62;
+  Tensor x = kiln::zeros({2, 4});
+  expect_error([&] { x.reshape({k2to40, k2to40, -1}); },
+               {"[reshape] the shape [1099511627776, 1099511627776, -1] has more elements"});
+  expect_error([&] { x.reshape({2, -5, 4}); }, {"[reshape] invalid size -5"});
+  Tensor one = kiln::zeros({1, 1});
+  expect_error([&] { one.expand({k2to40, k2to40}); }, {"more elements than a 64-bit size"});
+  expect_error([&] { one.expand({3, -5}); }, {"[expand] expected sizes >= 0"});
+  Tensor wide = kiln::zeros({1, 0}).expand({k2to62, 0});  // a view: nothing allocated
+  expect_error([&] { kiln::cat({wide, wide}, 0); },
+               {"[cat] the concatenated dim: 4611686018427387904 + 4611686018427387904 does not "
+                "fit a 64-bit size"});
+  EXPECT_EQ(kiln::cat({x, x}, 0).size(0), 4);
+}
+
 TEST(Tensor, AnUndefinedTensorRefusesReadsInsteadOfCrashing) {
   Tensor t;
   EXPECT_FALSE(t.defined());

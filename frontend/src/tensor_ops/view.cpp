@@ -22,7 +22,10 @@ Shape infer_size(IntList sizes, int64_t total, const char* op) {
       infer_at = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(out[i] >= 0, "[", op, "] invalid size ", out[i], " in ", shape_str(sizes), ".");
-      known *= out[i];
+      std::optional<int64_t> product = checked_mul(known, out[i]);
+      KILN_CHECK(product, "[", op, "] the shape ", shape_str(sizes),
+                 " has more elements than a 64-bit size can count.");
+      known = *product;
     }
   }
   if (infer_at >= 0) {

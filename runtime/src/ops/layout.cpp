@@ -52,7 +52,7 @@ void infer_cat(InferCall& c) {
                  ", but tensor ", i, " has shape ", shape_str(t.sizes()), " and the first has ",
                  shape_str(ref->sizes()), " (dim ", k, ": ", t.size(k), " vs ", out[k],
                  "). Fix: concatenate along dim ", k, ", or make the other dims equal.");
-    out[d] += t.size(d);
+    out[d] = size_add(out[d], t.size(d), "[cat] the concatenated dim");
   }
   c.outputs.push_back({ref->dtype(), out, ref->device()});
 }

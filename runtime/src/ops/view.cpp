@@ -17,6 +17,9 @@ void push(InferCall& c, Shape shape) {
 void infer_view(InferCall& c) {
   infer::check_arity(c, 1);
   const auto& a = static_cast<const ShapeAttrs&>(c.attrs);
+  for (int64_t s : a.shape)
+    KILN_CHECK(s >= 0, "[view] expected sizes >= 0, got ", shape_str(a.shape),
+               ". Fix: resolve -1 before building the node (kiln::view does).");
   KILN_CHECK(numel(a.shape) == c.inputs[0].numel(), "[view] cannot view ", c.inputs[0].type_str(), " (",
              c.inputs[0].numel(), " elements) as ", shape_str(a.shape), " (", numel(a.shape),
              " elements). Fix: pick a shape with the same number of elements.");
@@ -49,10 +52,13 @@ void infer_expand(InferCall& c) {
     }
     int64_t have = in[i - lead];
     if (want == -1) want = have;
+    KILN_CHECK(want >= 0, "[expand] expected sizes >= 0 (or -1 to keep a dim), got ",
+               shape_str(a.shape), ".");
     KILN_CHECK(have == want || have == 1, "[expand] cannot expand ", shape_str(in), " to ",
                shape_str(a.shape), ": dim ", i, " has size ", have, " (only size-1 dims expand).");
     out[i] = want;
   }
+  numel(out);  // a kiln::Error naming the shape when its element count leaves int64
   push(c, out);
 }
 
