@@ -2,11 +2,15 @@
 // and from JSON (and their errors), the registry, and forward shapes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "kiln/kiln.h"
 #include "kiln/models/batch_norm_cnn.h"
 #include "kiln/models/fashion_mlp.h"
 #include "kiln/models/registry.h"
 #include "kiln/models/residual_mlp.h"
+#include "kiln/models/saved_model.h"
+#include "kiln/nn/state_budget.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -142,6 +146,34 @@ struct ScaledResidual : nn::Module {
   Tensor scale = register_buffer("scale", full({}, 0.5), /*persistent=*/false);
   Tensor forward(const Tensor& x) override { return x + body(x) * scale; }
 };
+
+// A checkpoint's stored config is checked against its tensors while the model is built: a
+// config far larger than the weights (tampered, or saved with the wrong config) is refused
+// at the first layer that outgrows the file, before its weights are written, instead of
+// allocating and initializing the whole model and failing at load_state_dict.
+TEST(Models, LoadModelRefusesAStoredConfigLargerThanItsTensors) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kiln_models_budget.safetensors").string();
+  auto small = models::build(models::FashionMLPConfig{.d_hidden = 8});
+  json::Value big = models::resolve_config("fashion_mlp", json::parse(R"({"d_hidden": 100000})"));
+  models::save_model(*small, "fashion_mlp", big, path);
+  expect_error([&] { models::load_model(path); },
+               {"[state budget] the model being built registers Linear parameter 'weight' "
+                "float32[100000, 784]",
+                "holds 6442 elements", "\"d_hidden\":100000", "Nothing was written to it."});
+  // The right config loads, and a budget outside load_model counts every registration.
+  json::Value right = models::resolve_config("fashion_mlp", json::parse(R"({"d_hidden": 8})"));
+  models::save_model(*small, "fashion_mlp", right, path);
+  EXPECT_EQ(models::load_model(path).model->parameters().size(), 6u);
+  {
+    nn::StateBudgetScope budget(6442, "a test budget");
+    models::build(models::FashionMLPConfig{.d_hidden = 8});
+    EXPECT_EQ(budget.used(), 6442);
+    expect_error([] { nn::Linear(1, 1); }, {"more than the 6442 allowed: a test budget"});
+  }
+  nn::Linear after(1000, 1000);  // no budget outside the scope
+  std::filesystem::remove(path);
+}
 
 TEST(Models, ScaledResidualConstantStaysOutOfTheStateDict) {
   ScaledResidual m;

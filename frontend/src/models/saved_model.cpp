@@ -2,6 +2,7 @@
 #include "kiln/models/saved_model.h"
 
 #include "kiln/models/registry.h"
+#include "kiln/nn/state_budget.h"
 #include "kiln/serialize/checkpoint.h"
 
 namespace kiln::models {
@@ -31,7 +32,19 @@ SavedModel load_model(const std::string& path) {
              "dict loads with kiln::load(model, path) into a model you build yourself.");
   SavedModel saved{name->as_string(), resolve_config(name->as_string(), *config), nullptr,
                    ckpt.metadata};
-  saved.model = build_model(saved.name, saved.config);
+  {
+    // The stored config is checked against the file's tensors while the model is built: a
+    // model that outgrows them is refused before its weights are allocated and written.
+    // Twice the file's elements (plus 1M) leaves room for buffers a file need not hold.
+    int64_t stored = 0;
+    for (const auto& [key, t] : ckpt.tensors)
+      stored = size_add(stored, t.numel(), "the checkpoint's elements");
+    nn::StateBudgetScope budget(
+        size_add(size_mul(stored, 2, "the state budget"), int64_t{1} << 20, "the state budget"),
+        kiln::detail::str_cat("the checkpoint '", path, "' holds ", stored, " elements and its config ",
+                json::dump(saved.config), " must build a model that fits them"));
+    saved.model = build_model(saved.name, saved.config);
+  }
   // Lazy layers materialize from their weights' shapes (load_state_dict), with no dry run.
   saved.model->load_state_dict(ckpt.tensors, /*strict=*/true);
   return saved;

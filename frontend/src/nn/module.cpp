@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "kiln/autograd.h"
+#include "kiln/nn/state_budget.h"
 #include "kiln/nn/uninitialized.h"
 #include "kiln/state_epoch.h"
 #include "kiln/tensor_ops/elementwise.h"
@@ -151,9 +152,13 @@ std::atomic<int64_t>& state_element_limit() {
   return limit;
 }
 
+thread_local StateBudgetScope* t_state_budget = nullptr;
+
 // Refuses a parameter or buffer larger than the limit, before anything writes to it.
 void check_state_size(const Module& m, const std::string& name, const Tensor& t, const char* what) {
   if (!t.defined() || t.is_symbolic()) return;  // lazy layers: their size is not known yet
+  if (t_state_budget)
+    count_state_elements(m.type_name() + " " + what + " '" + name + "' " + t.type_str(), t.numel());
   const int64_t limit = state_element_limit().load();
   const int64_t n = t.numel();
   KILN_CHECK(n <= limit, "[Module::register_", what, "] ", m.type_name(), ": ", what, " '", name,
@@ -167,6 +172,24 @@ void check_state_size(const Module& m, const std::string& name, const Tensor& t,
 }
 
 }  // namespace
+
+StateBudgetScope::StateBudgetScope(int64_t elements, std::string reason)
+    : limit_(elements), reason_(std::move(reason)), previous_(t_state_budget) {
+  t_state_budget = this;
+}
+
+StateBudgetScope::~StateBudgetScope() { t_state_budget = previous_; }
+
+void count_state_elements(const std::string& what, int64_t elements) {
+  StateBudgetScope* budget = t_state_budget;
+  if (!budget) return;
+  budget->used_ = size_add(budget->used_, elements, "the registered state's elements");
+  KILN_CHECK(budget->used_ <= budget->limit_, "[state budget] the model being built registers ",
+             what, ", which brings its parameters and buffers to ", budget->used_,
+             " elements, more than the ", budget->limit_, " allowed: ", budget->reason_,
+             ". Nothing was written to it. Fix: the sizes that built it (a stored config?) do "
+             "not match; rebuild the model with the config that made the tensors.");
+}
 
 int64_t max_state_elements() {
   return state_element_limit().load();

@@ -3,6 +3,8 @@
 // the same TensorImpl real data.
 #include "kiln/nn/uninitialized.h"
 
+#include "kiln/nn/state_budget.h"
+
 #include <utility>
 
 namespace kiln::nn {
@@ -70,6 +72,7 @@ void materialize_parameter(const Tensor& param, const Tensor& value) {
              " elements, more than the limit of ", max_state_elements(),
              " per tensor. Fix: check the input that sized it; if the model really needs it, "
              "raise the limit with kiln::nn::set_max_state_elements or KILN_MAX_STATE_ELEMENTS.");
+  count_state_elements("the lazy parameter " + value.type_str(), value.numel());
   replace_tensor_data(param, value);
   param.impl()->symbolic.reset();
 }
