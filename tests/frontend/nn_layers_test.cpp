@@ -80,6 +80,30 @@ TEST(NnLayers, LinearInitFollowsPyTorch) {
        "Linear(3, 128)"});
 }
 
+// Integer and bool inputs are refused, as PyTorch refuses them, instead of being promoted
+// silently; float64 inputs still promote as before.
+TEST(NnLayers, FloatLayersRefuseIntegerInputs) {
+  nn::Linear linear(4, 2);
+  Tensor ints = kiln::ones({2, 4}).to(DType::Int64);
+  expect_error([&] { linear(ints); },
+               {"[Linear] expected a floating-point input (float32, like its weight), found "
+                "int64[2, 4]",
+                "x.to(kiln::kFloat32)"});
+  expect_error([&] { linear(kiln::ones({2, 4}).to(DType::Bool)); }, {"found bool[2, 4]"});
+  nn::LazyLinear lazy(3);
+  expect_error([&] { lazy(ints); }, {"[LazyLinear] expected a floating-point input"});
+  EXPECT_FALSE(lazy.initialized());  // refused before it took a shape from the input
+  nn::Conv2d conv(1, 2, 3);
+  expect_error([&] { conv(kiln::ones({1, 1, 5, 5}).to(DType::Int32)); },
+               {"[Conv2d] expected a floating-point input", "int32[1, 1, 5, 5]"});
+  nn::LayerNorm norm(4);
+  expect_error([&] { norm(ints); }, {"[LayerNorm] expected a floating-point input"});
+  nn::BatchNorm2d bn(1);
+  expect_error([&] { bn(kiln::ones({2, 1, 3, 3}).to(DType::Int64)); },
+               {"[BatchNorm2d] expected a floating-point input"});
+  EXPECT_EQ(linear(kiln::ones({2, 4})).dtype(), DType::Float32);
+}
+
 // ---- Conv2d ----
 
 TEST(NnLayers, Conv2dValues) {

@@ -18,6 +18,16 @@ inline Tensor uniform_tensor(IntList shape, double bound) {
   return kiln::rand(shape) * (2 * bound) - bound;
 }
 
+// Layers with floating-point weights refuse integer and bool inputs, as PyTorch does,
+// instead of promoting them silently (an int64 image batch is almost always a missing
+// conversion and scaling). Lazy layers check before they take shapes from the input.
+inline void check_floating_input(const Tensor& input, DType weight_dtype, const char* layer) {
+  KILN_CHECK(input.is_floating_point(), "[", layer, "] expected a floating-point input (",
+             dtype_name(weight_dtype), ", like its weight), found ", input.type_str(),
+             ". Fix: convert it first, e.g. x.to(kiln::k", weight_dtype == DType::Float64 ? "Float64" : "Float32",
+             "); integer images usually also need scaling to [0, 1].");
+}
+
 inline const char* bool_str(bool b) {
   return b ? "true" : "false";
 }

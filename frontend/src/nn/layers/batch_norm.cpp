@@ -37,6 +37,8 @@ void BatchNorm::reset_parameters() {
 }
 
 Tensor BatchNorm::forward(const Tensor& input) {
+  detail::check_floating_input(input, running_mean.defined() ? running_mean.dtype() : kFloat32,
+                               type_name().c_str());
   check_input_dim(input);
   KILN_CHECK(input.size(1) == num_features, "[", type_name(), "] expected ", num_features,
              " channels in dim 1, got ", input.type_str(), ". Fix: build ", type_name(), "(",

@@ -54,6 +54,7 @@ void Conv2d::reset_parameters() {
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
+  detail::check_floating_input(input, weight.dtype(), "Conv2d");
   if (options.padding_mode == "zeros")
     return F::conv2d(input, weight, bias, options.stride, options.padding, options.dilation,
                      options.groups);

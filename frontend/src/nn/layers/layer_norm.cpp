@@ -25,6 +25,7 @@ void LayerNorm::reset_parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& input) {
+  detail::check_floating_input(input, weight.defined() ? weight.dtype() : kFloat32, "LayerNorm");
   return functional::layer_norm(input, normalized_shape, weight, bias, options.eps);
 }
 

@@ -1,6 +1,7 @@
 // nn::LazyConv2d.
 #include "kiln/nn/layers/lazy_conv.h"
 
+#include "../layer_util.h"
 #include "kiln/nn/uninitialized.h"
 
 namespace kiln::nn {
@@ -81,6 +82,7 @@ void LazyConv2d::materialize_for_load(IntList weight_shape) {
 }
 
 Tensor LazyConv2d::forward(const Tensor& input) {
+  detail::check_floating_input(input, kFloat32, "LazyConv2d");
   if (!initialized()) {
     materialize(input);
   } else if (input.dim() == 3 || input.dim() == 4) {

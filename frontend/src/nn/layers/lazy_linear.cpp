@@ -1,6 +1,7 @@
 // nn::LazyLinear.
 #include "kiln/nn/layers/lazy_linear.h"
 
+#include "../layer_util.h"
 #include "kiln/nn/uninitialized.h"
 
 namespace kiln::nn {
@@ -67,6 +68,7 @@ void LazyLinear::materialize_for_load(IntList weight_shape) {
 }
 
 Tensor LazyLinear::forward(const Tensor& input) {
+  detail::check_floating_input(input, kFloat32, "LazyLinear");
   if (!initialized()) {
     materialize(input);
   } else {

@@ -28,6 +28,7 @@ void Linear::reset_parameters() {
 }
 
 Tensor Linear::forward(const Tensor& input) {
+  detail::check_floating_input(input, weight.dtype(), "Linear");
   KILN_CHECK(input.dim() >= 1 && input.size(-1) == in_features,
              "[Linear] expected an input "
              "whose last dim is in_features = ",
