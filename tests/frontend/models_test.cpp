@@ -103,7 +103,12 @@ TEST(Models, ConfigErrorsNameTheKey) {
       [] {
         models::config_from_json<models::MLPConfig>(json::parse(R"({"d_hidden":2.5})"), "mlp");
       },
-      {"[mlp.d_hidden] expected an integer", "fractional"});
+      {"[mlp.d_hidden] expected an integer, found the number 2.5, written with a fraction"});
+  expect_error(
+      [] {
+        models::config_from_json<models::MLPConfig>(json::parse(R"({"d_hidden":1e12})"), "mlp");
+      },
+      {"found the number 1e+12", "write the integer's digits in full"});
   expect_error(
       [] {
         models::config_from_json<models::MLPConfig>(json::parse(R"({"d_hidden":"x"})"), "mlp");
