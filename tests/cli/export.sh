@@ -84,6 +84,9 @@ run guard run "$tmp/static.kiln" --input "$tmp/in.safetensors"
 [ "$rc" -eq 1 ] || fail "batch 2 into a batch-3 artifact: exit $rc: $(cat "$tmp/guard.txt")"
 has "$tmp/guard.txt" "kiln run: " "guard"
 has "$tmp/guard.txt" "input 'x' expects float32[3, 1, 28, 28], got float32[2, 1, 28, 28]" "guard"
+if grep -qE '\[runtime/[^]]*:[0-9]+\]' "$tmp/guard.txt"; then
+  fail "guard: kiln's source path in a CLI message: $(cat "$tmp/guard.txt")"
+fi
 
 # --max-batch bounds the dynamic batch: batch 3 is refused by a max-batch-2 artifact.
 run bounded export --checkpoint "$tmp/mlp.safetensors" -o "$tmp/bounded.kiln" --max-batch 2

@@ -245,7 +245,7 @@ int run_run(const std::vector<std::string>& raw) {
     return run_artifact(dir, args);
   } catch (const kiln_rt::Error& e) {
     // kiln_rt's messages already say where, what was expected and found, and the fix.
-    std::cerr << "kiln run: " << e.what() << "\n";
+    std::cerr << "kiln run: " << cli_message(e.what()) << "\n";
     return 1;
   }
 }

@@ -70,7 +70,11 @@ KILN_RT_API size_t kiln_rt_outputs_count(const kiln_rt_outputs* outputs);
 KILN_RT_API const kiln_rt_tensor* kiln_rt_outputs_get(const kiln_rt_outputs* outputs, size_t index);
 KILN_RT_API void kiln_rt_outputs_free(kiln_rt_outputs* outputs);
 
-/* Why the latest failing call on this thread failed ("" when none has). */
+/* Why the latest failing call on this thread failed ("" when none has, or when the latest
+ * call that can fail succeeded). The text lives in this thread's storage: the pointer stays
+ * valid until the next kiln_rt_load, kiln_rt_run or kiln_rt_set_num_threads on the same
+ * thread (each clears or replaces it), and calls on other threads never change it. Copy the
+ * text to keep it longer. */
 KILN_RT_API const char* kiln_rt_last_error(void);
 
 /* The signature. Names and signatures ("float32[s0, 1, 28, 28]": a dim is a size or a
