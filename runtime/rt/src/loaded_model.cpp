@@ -349,8 +349,15 @@ std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
         if (size != dim.size)
           refuse("dim " + std::to_string(d) + " is " + std::to_string(size) +
                      ", the artifact was " + "exported for " + std::to_string(dim.size) + " only",
-                 "pass that size, or export with this dim dynamic (--dynamic-batch or "
-                 "mark_dynamic)");
+                 // `kiln export` can make only the batch dim dynamic; other dims need the
+                 // C++ export with mark_dynamic.
+                 d == 0 ? "pass that size, or export with a dynamic batch (`kiln export` "
+                          "without --batch, or kiln::mark_dynamic(x, 0) before "
+                          "kiln::export_model)"
+                        : "pass that size, or export from C++ with kiln::mark_dynamic(x, " +
+                              std::to_string(d) +
+                              ") before kiln::export_model (`kiln export` can make only the "
+                              "batch dim dynamic)");
         continue;
       }
       const artifact::SymbolRange* range = m.find_symbol(dim.symbol);
