@@ -21,6 +21,7 @@ int fuzz_safetensors(const uint8_t* data, size_t size);  // load, write, load ag
 int fuzz_json(const uint8_t* data, size_t size);         // parse, dump, parse again
 int fuzz_ir_parse(const uint8_t* data, size_t size);     // parse, verify, print, parse, print
 int fuzz_manifest(const uint8_t* data, size_t size);     // artifact manifest.json
+int fuzz_artifact(const uint8_t* data, size_t size);     // graph signature, records
 int fuzz_idx(const uint8_t* data, size_t size);          // IDX file, plain or gzip
 
 struct FuzzTarget {
@@ -29,7 +30,7 @@ struct FuzzTarget {
 };
 inline constexpr FuzzTarget kFuzzTargets[] = {
     {"safetensors", fuzz_safetensors}, {"json", fuzz_json}, {"ir_parse", fuzz_ir_parse},
-    {"manifest", fuzz_manifest},       {"idx", fuzz_idx},
+    {"manifest", fuzz_manifest},       {"artifact", fuzz_artifact}, {"idx", fuzz_idx},
 };
 
 // A broken invariant: deliberately not a kiln::Error, so that no target catches it.

@@ -106,6 +106,7 @@ def c_string_runs(source):
 
 
 def ir_seeds():
+    """Writes the IR seeds and returns them, in a stable order."""
     seen = set()
     for folder in ["ir", "passes", "export", "backends"]:
         for path in sorted((ROOT / "tests" / folder).glob("*.cpp")):
@@ -114,6 +115,21 @@ def ir_seeds():
                 if text.startswith("graph ") and "return" in text and text not in seen:
                     seen.add(text)
                     write("ir_parse", text)
+    return sorted(seen)
+
+
+# ---- artifact: a graph, the weights' symbols record, a kernel library's target record ----
+
+PART_SEPARATOR = "\n%%kiln-part%%\n"  # tests/fuzz/artifact_target.cpp
+TARGET_RECORD = "kiln-target 1\narch x86_64\ncpu znver3\nfeatures +avx,+avx2,+fma,+f16c\n"
+
+
+def artifact_seeds(graphs):
+    symbols = '[["s0",1,9223372036854775807],["s1",2,64]]'
+    # The graphs with symbolic sizes first: their signature and ranges are the interesting part.
+    chosen = [g for g in graphs if "[s0" in g][:20] + [g for g in graphs if "[s0" not in g][:10]
+    for g in chosen:
+        write("artifact", g + PART_SEPARATOR + symbols + PART_SEPARATOR + TARGET_RECORD)
 
 
 # ---- artifact manifest ----
@@ -123,7 +139,7 @@ def compact(v):
 
 
 def manifest(graphs, inputs, outputs, symbols, config, weights_embedded=False):
-    m = {"format": "kiln-artifact", "format_version": 2, "kiln_version": "0.1.0",
+    m = {"format": "kiln-artifact", "format_version": 3, "kiln_version": "0.1.0",
          "model": "FashionMLP",
          "target": {"arch": "x86_64", "cpu": "x86-64-v3", "features": ["avx2", "fma"]},
          "inputs": inputs, "outputs": outputs, "symbols": symbols, "graphs": graphs,
@@ -181,7 +197,7 @@ def idx_seeds():
 if __name__ == "__main__":
     safetensors_seeds()
     json_seeds()
-    ir_seeds()
+    artifact_seeds(ir_seeds())
     manifest_seeds()
     idx_seeds()
     for d in sorted(CORPUS.iterdir()):

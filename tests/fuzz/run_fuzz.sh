@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-TARGETS=(safetensors json ir_parse manifest idx)
+TARGETS=(safetensors json ir_parse manifest artifact idx)
 target="${1:-all}"
 seconds="${2:-60}"
 if [ "$target" = all ]; then
