@@ -96,7 +96,7 @@ case "$cmd" in
     tests/fuzz/run_fuzz.sh "$@"
     ;;
   *)
-    echo "usage: ./run.sh {demo|test [--sanitize|--tsan]|bench [filter]|bench --peers [options]|build}" >&2
+    echo "usage: ./run.sh {demo|test [--sanitize|--tsan]|bench [filter]|bench --peers [options]|build|fuzz [target] [seconds]}" >&2
     exit 2
     ;;
 esac
