@@ -5,6 +5,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "kiln/closest_match.h"
 #include "text_cursor.h"
 #include "text_form.h"
 
@@ -12,30 +13,11 @@ namespace kiln::ir {
 
 namespace {
 
-// Edit distance, for suggesting an op name close to a misspelled one.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string closest_op_hint(std::string_view name) {
-  const OpDef* best = nullptr;
-  size_t best_distance = 3;  // farther than two edits is no longer a plausible typo
-  for (const OpDef* op : all_ops()) {
-    size_t d = edit_distance(name, op->name);
-    if (d < best_distance) best = op, best_distance = d;
-  }
-  if (best) return "did you mean '" + best->name + "'?";
+  std::vector<std::string> names;
+  for (const OpDef* op : all_ops()) names.push_back(op->name);
+  std::string best = closest_match(name, names);
+  if (!best.empty()) return "did you mean '" + best + "'?";
   return "use the name of an op in the op table (kiln::all_ops()).";
 }
 

@@ -140,6 +140,8 @@ TEST(Models, RegistryBuildsEveryModelFromJson) {
   EXPECT_EQ(count_params(*models::build_model("residual_mlp", big)), 4609546);
   expect_error([] { models::build_model("resnet"); },
                {"unknown model 'resnet'", "Known models: fashion_mlp, residual_mlp"});
+  expect_error([] { models::build_model("fashion_mpl"); },
+               {"unknown model 'fashion_mpl'. Did you mean 'fashion_mlp'?"});
   expect_error([] { models::resolve_config("fashion_mlp", json::parse(R"({"width":3})")); },
                {"[fashion_mlp config] unknown config key 'width'"});
 }

@@ -77,10 +77,7 @@ class Args {
   std::map<std::string, std::string> values_;
 };
 
-// The candidate closest to `word` by edit distance when it is close enough to be a likely
-// typo ("" otherwise): for did-you-mean suggestions.
-std::string closest_match(const std::string& word, const std::vector<std::string>& candidates);
-// " Did you mean 'X'?" or "".
+// " Did you mean 'X'?" (kiln::closest_match) or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates,
                          const std::string& prefix = "");
 

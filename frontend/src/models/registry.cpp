@@ -3,6 +3,7 @@
 
 #include <functional>
 
+#include "kiln/closest_match.h"
 #include "kiln/models/batch_norm_cnn.h"
 #include "kiln/models/config.h"
 #include "kiln/models/fashion_mlp.h"
@@ -53,11 +54,15 @@ const std::vector<Entry>& entries() {
 
 const Entry& find(const std::string& name) {
   std::string known;
+  std::vector<std::string> names;
   for (const Entry& e : entries()) {
     if (e.info.name == name) return e;
     known += (known.empty() ? "" : ", ") + e.info.name;
+    names.push_back(e.info.name);
   }
-  KILN_FAIL("[models] unknown model '", name, "'. Known models: ", known,
+  const std::string close = closest_match(name, names);
+  KILN_FAIL("[models] unknown model '", name, "'.",
+            close.empty() ? "" : " Did you mean '" + close + "'?", " Known models: ", known,
             ". Fix: pick one of them (`kiln summary --model NAME`).");
 }
 
