@@ -47,4 +47,29 @@ if grep -qF "training on" "$tmp/save_missing_dir.txt"; then
   fail "save_missing_dir: trained before refusing the path: $(cat "$tmp/save_missing_dir.txt")"
 fi
 refused save_is_dir "is a directory" train --model fashion_mlp --epochs 1 --save "$tmp"
+# A checkpoint whose stored input_shape is 100000 x 100000 pixels: export refuses the example
+# input before allocating it (it once tried to allocate 80 GB), naming the estimate.
+python3 - "$tmp/huge_input.safetensors" <<'PY'
+import json, struct, sys
+# FashionMLP with d_hidden 1: six small tensors, zeros.
+shapes = {"fc1.weight": [1, 784], "fc1.bias": [1], "fc2.weight": [1, 1], "fc2.bias": [1],
+          "fc3.weight": [10, 1], "fc3.bias": [10]}
+kiln = {"format_version": 1, "kiln_version": "0.1.0", "contents": "model",
+        "config": {"model": "fashion_mlp", "config": {"d_hidden": 1},
+                   "input_shape": [1, 100000, 100000]}}
+header, offset = {"__metadata__": {"format": "pt", "kiln": json.dumps(kiln)}}, 0
+for name, shape in shapes.items():
+    count = 1
+    for d in shape:
+        count *= d
+    header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + 4 * count]}
+    offset += 4 * count
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + bytes(offset))
+PY
+refused huge_input "the example input [2, 1, 100000, 100000] needs at least 80000000000 bytes for the input itself" \
+  export --checkpoint "$tmp/huge_input.safetensors" -o "$tmp/huge.kiln"
+[ ! -e "$tmp/huge.kiln" ] || fail "huge_input: an artifact was written"
 echo "hostile.sh: all passed"

@@ -118,7 +118,15 @@ std::vector<int64_t> checkpoint_sample_shape(const std::string& path) {
 
 void check_example_fits(nn::Module& model, const std::vector<int64_t>& shape) {
   const IntList dims(shape.data(), shape.size());
-  const int64_t input_bytes = size_mul(numel(dims), 4, "the example input's bytes");
+  const int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) / 2 *
+                         static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  auto refuse_above_budget = [&](int64_t bytes, const std::string& what) {
+    KILN_CHECK(bytes <= budget, "the example input ", shape_str(dims), " needs at least ", bytes,
+               " bytes for ", what, ", more than half of this machine's memory (", budget,
+               " bytes). Fix: a smaller --batch, or a checkpoint whose input_shape is the "
+               "sample size the model serves.");
+  };
+  refuse_above_budget(size_mul(numel(dims), 4, "the example input's bytes"), "the input itself");
   // Shape-only: every module's output shape, with nothing computed or allocated. A forward
   // that reads tensor values (a data-dependent loop) cannot run shape-only: then only the
   // input is checked here, and the real forward reports any other problem.
@@ -129,23 +137,13 @@ void check_example_fits(nn::Module& model, const std::vector<int64_t>& shape) {
   } catch (const Error& e) {
     if (std::string(e.what()).find("shape-only pass") == std::string::npos) throw;
   }
-  int64_t largest = input_bytes;
-  std::string where = "the input " + shape_str(dims);
   for (const nn::SummaryRow& row : table.rows) {
     for (const Shape& s : row.output_shapes) {
-      const int64_t bytes = size_mul(numel(s), 4, "an activation's bytes");
-      if (bytes <= largest) continue;
-      largest = bytes;
-      where = "the output " + shape_str(s) + " of " + (row.path.empty() ? "the model" : row.path) +
-              " (" + row.type + ")";
+      refuse_above_budget(size_mul(numel(s), 4, "an activation's bytes"),
+                          "the output " + shape_str(s) + " of " +
+                              (row.path.empty() ? "the model" : row.path) + " (" + row.type + ")");
     }
   }
-  const int64_t budget = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) / 2 *
-                         static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-  KILN_CHECK(largest <= budget, "the example input ", shape_str(dims), " needs at least ",
-             largest, " bytes for ", where, ", more than half of this machine's memory (",
-             budget, " bytes). Fix: a smaller --batch, or a checkpoint whose input_shape is the "
-             "sample size the model serves.");
 }
 
 }  // namespace kiln::cli
