@@ -47,7 +47,7 @@ for t in "${selected[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ "$rc" -ne 0 ]; then
     status=1
-    grep -E "^(==[0-9]+==ERROR|SUMMARY|terminate called|  what\(\))" "$log" | head -5 || true
+    grep -E "^(==[0-9]+== ?ERROR|SUMMARY|terminate called|  what\(\))" "$log" | head -5 || true
     for f in $(grep -oE "Test unit written to [^ ]+" "$log" | sed 's/Test unit written to //'); do
       echo "kiln fuzz: $t crashed; the input is saved at $f"
       echo "  reproduce:  build-fuzz/tests/fuzz/fuzz_$t $f"
