@@ -52,6 +52,11 @@ has "$tmp/x.dot" "cluster" "--dot"
 [ -s "$tmp/x.fused.dot" ] || fail "--dot wrote no x.fused.dot: $(cat "$tmp/dot.txt")"
 has "$tmp/x.fused.dot" "of fused" "--dot (fused)"
 has "$tmp/dot.txt" "x.fused.dot (after the passes" "--dot (fused)"
+if grep -qF "replaced the existing file" "$tmp/dot.txt"; then fail "--dot: a first run replaced a file"; fi
+# --dot names one file but writes up to four: a second run says which existing files it replaced.
+run dot_again explain --model fashion_mlp --dot "$tmp/x.dot"
+has "$tmp/dot_again.txt" "x.dot (replaced the existing file)" "--dot twice"
+has "$tmp/dot_again.txt" "x.fused.dot (after the passes: each fusion group is a dashed cluster) (replaced the existing file)" "--dot twice (fused)"
 if command -v dot > /dev/null; then
   [ -s "$tmp/x.png" ] || fail "--dot: dot is installed but no x.png was written"
 fi
