@@ -1,7 +1,6 @@
-// `kiln export --checkpoint FILE -o DIR [--batch N | --dynamic-batch] [--portable]
-// [--embed-weights]`: rebuilds
-// a model from a checkpoint alone and compiles it ahead of time with kiln::export_model into
-// an artifact directory that kiln_rt (and `kiln run`) loads without the compiler.
+// `kiln export --checkpoint FILE -o DIR [...]` (options in command_specs.cpp): rebuilds a
+// model from a checkpoint alone and compiles it ahead of time with kiln::export_model into an
+// artifact directory that kiln_rt (and `kiln run`) loads without the compiler.
 #include "kiln/export.h"
 
 #include <iostream>
@@ -10,7 +9,6 @@
 #include "commands.h"
 #include "kiln/kiln.h"
 #include "kiln/models/saved_model.h"
-#include "kiln/serialize/checkpoint.h"
 
 namespace kiln::cli {
 
