@@ -1,4 +1,5 @@
-// Helpers the subcommands share: the model name and its config, checked in the CLI's terms.
+// Helpers the subcommands share: the model name and its config checked in the CLI's terms,
+// a checkpoint's sample shape, and the memory check of an example input before it exists.
 #include <unistd.h>
 
 #include <algorithm>
