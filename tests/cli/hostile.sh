@@ -9,14 +9,6 @@ kiln="$1"
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# refused NAME TEXT ARGS...: kiln ARGS exits with 1 and prints TEXT.
-refused() {
-  local name="$1" text="$2"; shift 2
-  run "$name" "$@"
-  [ "$rc" -eq 1 ] || fail "$name: exit $rc (expected 1): $(cat "$tmp/$name.txt")"
-  has "$tmp/$name.txt" "$text" "$name"
-}
-
 too_many="more elements than a 64-bit size can count"
 refused mlp_max "the shape [9223372036854775807, 784] has $too_many" \
   summary --model fashion_mlp --config '{"d_hidden": 9223372036854775807}'

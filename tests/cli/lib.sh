@@ -13,3 +13,10 @@ run() {
   "$kiln" "$@" > "$tmp/$name.txt" 2>&1; rc=$?
   set -e
 }
+# refused NAME TEXT ARGS...: kiln ARGS exits with 1 and prints TEXT.
+refused() {
+  local name="$1" text="$2"; shift 2
+  run "$name" "$@"
+  [ "$rc" -eq 1 ] || fail "$name: exit $rc (expected 1): $(cat "$tmp/$name.txt")"
+  has "$tmp/$name.txt" "$text" "$name"
+}

@@ -10,14 +10,6 @@ kiln="$1"
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-# refused NAME TEXT ARGS...: kiln ARGS exits with 1 and prints TEXT.
-refused() {
-  local name="$1" text="$2"; shift 2
-  run "$name" "$@"
-  [ "$rc" -eq 1 ] || fail "$name: exit $rc (expected 1): $(cat "$tmp/$name.txt")"
-  has "$tmp/$name.txt" "$text" "$name"
-}
-
 # --help: every command, exit 0, its usage line and every option it accepts.
 for command in demo summary train eval explain bench compile export run; do
   run "help_$command" "$command" --help

@@ -58,7 +58,10 @@ int main(int argc, char** argv) {
       std::cout << kiln::cli::command_help(spec);
       return 0;
     }
-    return runner(spec.name)(args);
+    Runner run = runner(spec.name);
+    KILN_CHECK(run, "kiln ", spec.name, " is declared in command_specs.cpp but has no runner. Fix: "
+               "add it to runner() in main.cpp.");
+    return run(args);
   } catch (const kiln::Error& e) {
     std::cerr << "kiln" << (runner(command) ? " " + command : "") << ": " << cli_message(e.what())
               << "\n";
