@@ -80,6 +80,12 @@
 #endif
 
 namespace kiln::codegen {
+
+bool supported_dtype(DType t) {
+  return t == DType::Float32 || t == DType::Float64 || t == DType::Int32 || t == DType::Int64 ||
+         t == DType::Bool;
+}
+
 namespace {
 
 // Bump whenever a change here alters the machine code of the same MLIR (pattern sets, LLVM
@@ -124,11 +130,6 @@ class DiagnosticCollector {
 
 std::string llvm_error_text(llvm::Error error) {
   return llvm::toString(std::move(error));
-}
-
-bool supported_dtype(DType t) {
-  return t == DType::Float32 || t == DType::Float64 || t == DType::Int32 || t == DType::Int64 ||
-         t == DType::Bool;
 }
 
 // "add %7": how errors name a region node.

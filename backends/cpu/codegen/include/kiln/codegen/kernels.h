@@ -47,6 +47,11 @@ struct CodegenTimings {
   double load_ms = 0;
 };
 
+// The element types generated kernels compute in: float32, float64, int32, int64, bool. The
+// cpu backend's fusion rules (what the fuse pass may group) ask this, so fusion and code
+// generation cannot disagree.
+bool supported_dtype(DType t);
+
 // One JIT-compiled module holding every kernel of a graph (LLVM runs once per graph, or not
 // at all on a cache hit).
 class KernelModule {
@@ -76,7 +81,7 @@ class KernelModule {
 
 // Generates, lowers and JIT-compiles all `kernels` into one module. Throws kiln::Error with
 // MLIR/LLVM's diagnostics (and the kernel and op involved) on failure. Supported element
-// types: float32, float64, int32, int64, bool (the fusion pass fuses only these); an op
+// types: those of supported_dtype (the fusion pass fuses only these); an op
 // without a scalar_body or another dtype is reported with the fix (leave it out of the group).
 // With options.cache_dir, a module compiled before (by any process) is loaded from there.
 std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> kernels,
