@@ -51,7 +51,7 @@ struct CompileOptions {
   enum class Dynamic { Off, Auto, On };
   Dynamic dynamic = Dynamic::Auto;
   // Names of the tensor arguments in logs and explain ("x" for one, input0.. otherwise).
-  std::vector<std::string> input_names;
+  std::vector<std::string> input_names{};
   // Fold the parameters' current values into the compiled graph (the cpu backend, calls that
   // need no gradient): the passes evaluate what depends only on parameters once (a weight's
   // transpose, a scaled weight) instead of on every call. Each graph guards the version of
