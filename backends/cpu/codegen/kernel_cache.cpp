@@ -1,6 +1,6 @@
 // The on-disk kernel cache: keys, the entry file format (object + trailer), atomic writes and
 // the checks that keep a damaged entry from ever reaching the JIT. Only LLVM's hashing
-// headers are used here (cheap to compile); the JIT side is in kernels.cpp.
+// headers are used here (cheap to compile); compile_kernels.cpp uses it.
 #include "kiln/codegen/kernel_cache.h"
 
 #include <fcntl.h>

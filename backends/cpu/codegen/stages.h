@@ -1,0 +1,165 @@
+// The code generator's stages and what they hand each other; private to backends/cpu/codegen
+// (the public interface is kiln/codegen/kernels.h). MLIR and LLVM types are only declared
+// here, so the stages that use neither (check_spec.cpp) or only LLVM (target_machine.cpp,
+// jit.cpp) never parse MLIR's headers, which cost tens of seconds per translation unit
+// (/work/shared/notes/mlir19.md).
+//
+// compile_kernels (compile_kernels.cpp) runs them in this order:
+//   check_spec.cpp           each FusedKernelSpec is checked before any MLIR is built
+//   target_machine.cpp       the CPU LLVM compiles for (the JIT links for the same one)
+//   loop_emission.cpp        each spec becomes one func.func of the KernelFn signature: loops,
+//   row_emission.cpp         loads and stores (a row kernel's reductions), around
+//   scalar_body_to_mlir.cpp  the ops' scalar bodies as arith/math ops (kernel_emission.h)
+//   lowering.cpp             MLIR passes to the LLVM dialect, LLVM -O3, a relocatable object
+//   jit.cpp                  that object (or the kernel cache's) linked, its kernels resolved
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/codegen/kernels.h"
+#include "kiln/scalar_body.h"
+
+namespace llvm {
+class DataLayout;
+class Error;
+class TargetMachine;
+namespace orc {
+class JITTargetMachineBuilder;
+class LLJIT;
+}  // namespace orc
+}  // namespace llvm
+
+namespace mlir {
+class DialectRegistry;
+class MLIRContext;
+class ModuleOp;
+class PassManager;
+class ScopedDiagnosticHandler;
+}  // namespace mlir
+
+namespace kiln::codegen::detail {
+
+// ---- check_spec.cpp
+
+// "add %7": how errors name a region node.
+std::string node_str(const ir::Node& n);
+
+// The reduction a row kernel's node performs along the last dim (ScalarOp::Add for sum,
+// Max for amax, Min for amin), or nothing for an elementwise node. The fuse pass puts only
+// these reductions, over the last dim with keepdim, into row groups.
+std::optional<ScalarOp> row_reduction_kind(const ir::Node& n);
+
+// Checks what the emitter relies on before any MLIR is built, so errors name the kernel.
+void check_spec(const FusedKernelSpec& spec);
+
+// ---- target_machine.cpp
+
+void init_llvm_once();
+
+std::string llvm_error_text(llvm::Error error);
+
+// The host CPU with its features (or the process's generic CPU), at the highest code-gen
+// level; the JIT is built from the same builder, so cached and fresh code match.
+llvm::orc::JITTargetMachineBuilder target_builder(bool host_cpu_features);
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(llvm::orc::JITTargetMachineBuilder& jtmb);
+
+// "znver3 +avx2,+fma": the CPU and the vector features that matter for these kernels.
+std::string describe_target(const llvm::TargetMachine& tm);
+
+// Everything about the target the machine code depends on, for the cache key.
+std::string full_target(const llvm::TargetMachine& tm);
+
+// ---- MLIR: the context (compile_kernels.cpp) and the dialects each stage makes ops of
+
+// Collects MLIR diagnostics as text. The handler runs inside MLIR, which is built without
+// exceptions, so it only appends; compile_kernels throws at the kiln boundary.
+class DiagnosticCollector {
+ public:
+  explicit DiagnosticCollector(mlir::MLIRContext* ctx);
+  ~DiagnosticCollector();
+  DiagnosticCollector(const DiagnosticCollector&) = delete;
+  DiagnosticCollector& operator=(const DiagnosticCollector&) = delete;
+  std::string take() { return std::exchange(text_, std::string()); }
+
+ private:
+  std::string text_;
+  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler_;
+};
+
+// Each stage inserts the dialects it creates ops of into the context's registry, so no
+// translation unit includes a dialect it does not use.
+void register_scalar_body_dialects(mlir::DialectRegistry& registry);  // scalar_body_to_mlir.cpp
+void register_loop_dialects(mlir::DialectRegistry& registry);         // loop_emission.cpp
+void register_lowering_dialects(mlir::DialectRegistry& registry);     // lowering.cpp
+
+// ---- loop_emission.cpp
+
+// Appends the kernel of `spec` to `module`: func.func @name(%buffers, %dims, %begin, %end).
+// streaming_stores: the target can fence non-temporal stores (x86's sfence).
+void emit_kernel(mlir::ModuleOp module, const FusedKernelSpec& spec, bool streaming_stores);
+
+// ---- lowering.cpp
+
+// The MLIR passes from the scf/arith/math kernels to the LLVM dialect (after the math
+// approximations, see lower_to_llvm). Built before lowering so the cache key can name them.
+void add_lowering_passes(mlir::PassManager& pm);
+
+// Math ops to arith code the loop vectorizer can vectorize (float32 only; the patterns
+// leave float64 alone), then everything to the LLVM dialect through `pm`.
+void lower_to_llvm(mlir::MLIRContext* ctx, mlir::ModuleOp module, bool has_fma,
+                   mlir::PassManager& pm, DiagnosticCollector& diags);
+
+// The code generator's part of the cache key: what turns the same MLIR into other machine
+// code. kiln's version, and kCodegenRevision (lowering.cpp) for changes between versions.
+std::string compiler_description(const mlir::PassManager& pm, bool has_fma,
+                                 const CodegenOptions& options);
+
+// LLVM IR, LLVM -O3 and the relocatable object file: what the JIT would compile on the first
+// lookup, made explicitly so the very same bytes can go to the cache and to the JIT.
+std::string emit_object(mlir::ModuleOp module, llvm::TargetMachine& tm, DiagnosticCollector& diags);
+
+// ---- jit.cpp
+
+// The module compile_kernels returns: its kernels' machine code, owned by an LLJIT.
+class JitKernelModule final : public KernelModule {
+ public:
+  // Both out of line (jit.cpp), where LLJIT is a complete type.
+  JitKernelModule();
+  ~JitKernelModule() override;
+  KernelFn lookup(const std::string& name) const override;
+  const CodegenTimings& timings() const override { return timings_; }
+  const std::string& mlir_text() const override { return mlir_text_; }
+  const std::string& target() const override { return target_; }
+  const std::string& target_arch() const override { return target_arch_; }
+  const std::string& target_cpu() const override { return target_cpu_; }
+  const std::vector<std::string>& target_features() const override { return target_features_; }
+  bool from_cache() const override { return from_cache_; }
+  const std::string& cache_note() const override { return cache_note_; }
+  const std::string& object() const override { return object_; }
+
+  std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the kernels' machine code
+  std::string object_;
+  std::map<std::string, KernelFn> kernels_;
+  CodegenTimings timings_;
+  std::string mlir_text_;
+  std::string target_;
+  std::string target_arch_, target_cpu_;
+  std::vector<std::string> target_features_;
+  bool from_cache_ = false;
+  std::string cache_note_;
+};
+
+// Links `object` into a fresh JIT and resolves every kernel in `names` into `module`: the one
+// path of fresh compiles and cache hits. Returns "" or LLVM's error.
+std::string link_object(JitKernelModule& module, std::string_view object,
+                        const llvm::orc::JITTargetMachineBuilder& jtmb,
+                        const llvm::DataLayout& layout, const std::vector<std::string>& names);
+
+}  // namespace kiln::codegen::detail
