@@ -13,6 +13,8 @@
 
 #include "bench_util.h"
 #include "kiln/backends/interp.h"
+#include "kiln/models/fashion_mlp.h"
+#include "kiln/models/residual_mlp.h"
 
 namespace kiln::bench {
 namespace {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "kiln/models.h"
 
 namespace kiln::bench {
 namespace {

@@ -14,6 +14,8 @@
 
 #include "bench_util.h"
 #include "kiln/export.h"
+#include "kiln/models/fashion_mlp.h"
+#include "kiln/models/residual_mlp.h"
 #include "kiln_rt.hpp"
 
 namespace kiln::bench {

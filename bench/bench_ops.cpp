@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "kiln/dispatch.h"
 #include "kiln/ops/elementwise.h"
 
 namespace kiln::bench {

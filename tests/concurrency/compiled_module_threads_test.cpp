@@ -10,6 +10,7 @@
 
 #include "frontend/compare_bits.h"
 #include "kiln/kiln.h"
+#include "kiln/models/residual_mlp.h"
 #include "test_util.h"
 
 namespace kiln {

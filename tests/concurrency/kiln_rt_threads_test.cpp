@@ -14,6 +14,8 @@
 #include "export/export_test_util.h"
 #include "kiln/export.h"
 #include "kiln/kiln.h"
+#include "kiln/models/fashion_mlp.h"
+#include "kiln/models/halving_mlp.h"
 #include "kiln_rt.h"
 #include "kiln_rt.hpp"
 

@@ -21,6 +21,7 @@
 #include "kiln/artifact/manifest.h"
 #include "kiln/cpu_features.h"
 #include "kiln/kiln.h"
+#include "kiln/models.h"
 #include "kiln/sha256.h"
 #include "kiln_rt.hpp"
 #include "test_util.h"

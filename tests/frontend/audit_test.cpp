@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/nn/layers/lazy_linear.h"
 #include "test_util.h"

@@ -14,6 +14,7 @@
 #include "kiln/backends/interp.h"
 #include "kiln/cpu_gemm/conv2d.h"
 #include "kiln/kiln.h"
+#include "kiln/models.h"
 #include "test_util.h"
 
 namespace kiln {

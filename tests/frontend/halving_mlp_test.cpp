@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kiln/kiln.h"
+#include "kiln/models.h"
 #include "test_util.h"
 
 namespace kiln {

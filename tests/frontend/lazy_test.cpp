@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/allocator.h"
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/nn/layers/lazy_conv.h"
 #include "kiln/nn/layers/lazy_linear.h"

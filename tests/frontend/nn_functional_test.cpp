@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/nn.h"
 #include "test_util.h"

@@ -12,6 +12,7 @@
 #include <numbers>
 
 #include "kiln/kiln.h"
+#include "kiln/models/fashion_mlp.h"
 #include "kiln/models/training.h"
 #include "kiln/nn/utils.h"
 #include "test_util.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 
 namespace kiln::testing {

@@ -16,6 +16,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/debug_print.h"
 #include "kiln/ops/dropout.h"

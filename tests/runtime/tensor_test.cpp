@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/allocator.h"
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 

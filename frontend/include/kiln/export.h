@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,18 +37,18 @@ struct ExportOptions {
   int64_t max_batch = 0;
   // The inputs' names in the manifest and in error messages ("x" for one input, input0, ...
   // otherwise).
-  std::vector<std::string> input_names;
+  std::vector<std::string> input_names{};
   // The pass pipeline. Empty: the default, with a second canonicalize after decompose so
   // that what decompose makes of frozen state (an eval BatchNorm's scale and shift) folds.
-  std::string pipeline;
+  std::string pipeline{};
   // Kernels for any CPU of this architecture instead of this host's (no AVX2 or FMA on
   // x86-64): slower, but the artifact runs everywhere.
   bool portable = false;
   // Recorded in the manifest: the catalog name and config that rebuild the model, and free
   // metadata (a checkpoint's, e.g. "test_accuracy").
-  std::string model_name;
-  json::Value config;
-  std::map<std::string, std::string> metadata;
+  std::string model_name{};
+  json::Value config{};
+  std::map<std::string, std::string> metadata{};
   // Export checks the compiled graph against the eager forward on the example inputs and
   // refuses to write an artifact where |compiled - eager| > tolerance * (1 + |eager|).
   double tolerance = 1e-4;
@@ -55,9 +56,9 @@ struct ExportOptions {
   // symbol, assembled with .incbin) instead of weights.safetensors, for deployments that ship
   // code objects only. kiln_rt checks its digest like every file's before loading it.
   bool embed_weights = false;
-  // For modules whose forward takes several tensors: runs the forward on them. Empty: the
-  // module's forward(x) on the single example input.
-  detail::ForwardFn forward;
+  // For modules whose forward takes several tensors: runs the forward on them and returns
+  // its outputs, flattened. Empty: the module's forward(x) on the single example input.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> forward{};
 };
 
 struct ExportResult {

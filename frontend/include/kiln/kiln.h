@@ -1,16 +1,18 @@
-// kiln: the umbrella header.
+// kiln: the umbrella header: the public API (tensors and their ops, autograd, nn, optim,
+// data, checkpoints, compile/explain, export). Internal seams (kiln/dispatch.h) stay out, and
+// the demo model catalog (kiln/models.h) is included on its own by the programs that use it.
 #pragma once
 
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/control_flow.h"
-#include "kiln/debug_print.h"
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"
-#include "kiln/dispatch.h"
+#include "kiln/debug_print.h"
+#include "kiln/export.h"
 #include "kiln/generator.h"
 #include "kiln/init.h"
-#include "kiln/models.h"
+#include "kiln/log.h"
 #include "kiln/nn.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"

@@ -30,8 +30,8 @@ class DispatchInterceptor {
   // true when handled (observed then run, or recorded by a tracer); false, the default,
   // leaves it to the shape-only rule (a no-op on the interceptor's own symbolic tensors,
   // refused otherwise).
-  virtual bool intercept_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs,
-                              const Tensor& self) {
+  virtual bool intercept_into(const OpDef& /*op*/, TensorSpan /*inputs*/, const Attrs& /*attrs*/,
+                              const Tensor& /*self*/) {
     return false;
   }
 };

@@ -38,8 +38,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/dispatch.h"
 #include "kiln/nn/module.h"
+
+namespace kiln {
+// Dispatch's interceptor seam (kiln/dispatch.h) is internal: this header only holds a pointer.
+class DispatchInterceptor;
+}  // namespace kiln
 
 namespace kiln::nn {
 

@@ -28,7 +28,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = st
 // reduction: "mean" (default), "sum" or "none" (one loss per element).
 
 struct NllLossOptions {
-  Tensor weight;                // [C] per-class weights; undefined: all 1
+  Tensor weight{};              // [C] per-class weights; undefined: all 1
   int64_t ignore_index = -100;  // targets with this value add nothing (nor to the mean's divisor)
   std::string reduction = "mean";
 };
@@ -37,7 +37,7 @@ struct NllLossOptions {
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options = {});
 
 struct CrossEntropyOptions {
-  Tensor weight;                // [C] per-class weights; undefined: all 1
+  Tensor weight{};              // [C] per-class weights; undefined: all 1
   int64_t ignore_index = -100;  // class-index targets only
   std::string reduction = "mean";
   double label_smoothing = 0.0;  // in [0, 1]: mixes the target with the uniform distribution

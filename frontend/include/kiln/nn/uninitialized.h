@@ -9,10 +9,14 @@
 
 #include <string>
 
-#include "kiln/dispatch.h"
 #include "kiln/dtype.h"
 #include "kiln/nn/module.h"
 #include "kiln/tensor.h"
+
+namespace kiln {
+// Dispatch's interceptor seam (kiln/dispatch.h) is internal: this header only holds a pointer.
+class DispatchInterceptor;
+}  // namespace kiln
 
 namespace kiln::nn {
 

@@ -94,8 +94,8 @@ template <class Options>
 // struct's defaults, not the optimizer's constructor defaults. To change one field of
 // those, copy them: `auto o = defaults; o.lr = 0.5; groups.push_back({params, o});`.
 struct ParamGroup {
-  std::vector<Tensor> params;
-  Options options;
+  std::vector<Tensor> params{};
+  Options options{};
 };
 
 // Group storage for an algorithm whose options struct lists its fields once:

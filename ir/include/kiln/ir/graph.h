@@ -158,8 +158,8 @@ uint64_t structural_hash(const Graph& g);
 
 // ---- Graphviz ----
 struct DotOptions {
-  bool cluster_modules = true;  // one cluster per module path
-  std::vector<const Node*> highlighted;  // drawn red (graph breaks, failing nodes)
+  bool cluster_modules = true;             // one cluster per module path
+  std::vector<const Node*> highlighted{};  // drawn red (graph breaks, failing nodes)
 };
 std::string to_dot(const Graph& g, const DotOptions& options = {});
 
