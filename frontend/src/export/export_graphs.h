@@ -1,0 +1,34 @@
+// Export's compile stage: the traces an artifact needs (the main graph with its symbolic
+// sizes, and a graph of its own for size 1 where the main one cannot serve it), each compiled
+// to position-independent kernels and checked against the eager forward before anything is
+// written.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "export_signature.h"
+#include "kiln/artifact/manifest.h"
+#include "kiln/backends/cpu_compiler.h"
+
+namespace kiln::detail {
+
+// One graph of the artifact, compiled and checked against eager, and the sizes it serves.
+struct ExportedGraph {
+  std::unique_ptr<cpu::CompiledGraph> compiled;
+  std::vector<artifact::SymbolRange> symbols;
+};
+
+struct ExportedGraphs {
+  std::vector<ExportedGraph> graphs;  // the main graph first
+  // Every symbol with the whole range the artifact serves (the manifest's).
+  std::vector<artifact::SymbolRange> symbols;
+  // Largest |compiled - eager| over every graph's outputs on its example inputs.
+  double max_abs_diff = 0;
+};
+
+// Traces the request with fullgraph semantics, compiles every graph the artifact needs and
+// checks each against eager within ExportOptions::tolerance.
+ExportedGraphs compile_export_graphs(const ExportRequest& request, const ExportOptions& options);
+
+}  // namespace kiln::detail
