@@ -4,6 +4,7 @@
 
 #include <unsupported/Eigen/SpecialFunctions>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "kernels.h"
@@ -75,7 +76,12 @@ KILN_FLOAT_UNARY(sin, std::sin(x), x.sin())
 KILN_FLOAT_UNARY(cos, std::cos(x), x.cos())
 KILN_FLOAT_UNARY(tanh, std::tanh(x), x.tanh())
 KILN_FLOAT_UNARY(sigmoid, T(1) / (T(1) + std::exp(-x)), x.logistic())
-KILN_FLOAT_UNARY(silu, x / (T(1) + std::exp(-x)), x * x.logistic())
+// silu(-inf) is NaN (-inf * 0) on every CPU, as the scalar form and PyTorch give: Eigen's
+// vectorized logistic(-inf) is 0 with AVX-512 but a tiny positive number with AVX2 (its exp
+// clamps its argument), which alone would make it -inf there.
+KILN_FLOAT_UNARY(silu, x / (T(1) + std::exp(-x)),
+                 (x == -std::numeric_limits<T>::infinity())
+                     .select(std::numeric_limits<T>::quiet_NaN(), x * x.logistic()))
 KILN_FLOAT_UNARY(erf, std::erf(x), Eigen::erf(x))
 KILN_FLOAT_UNARY(reciprocal, T(1) / x, x.inverse())
 #undef KILN_FLOAT_UNARY
