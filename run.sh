@@ -3,6 +3,8 @@
 #   ./run.sh demo              train the Fashion-MNIST demo and print its accuracy
 #   ./run.sh test [--sanitize] run every test suite through ctest (ASan+UBSan with --sanitize)
 #   ./run.sh test --tsan       the concurrency tests (tests/concurrency) under ThreadSanitizer
+#   ./run.sh test --no-compiler  kiln without its code generator (-DKILN_COMPILER=OFF): the
+#                              eager libraries and their tests, no LLVM or MLIR needed
 #   ./run.sh bench [filter]    run the Google Benchmark programs
 #   ./run.sh bench --peers [options]  kiln beside PyTorch, ONNX Runtime and JAX
 #                              (bench/compare_peers.py; KILN_PEERS_PYTHON names a Python
@@ -20,6 +22,7 @@ PACKAGES=(build-essential cmake ninja-build ccache pkg-config zlib1g-dev
 install_missing_packages() {
   local missing=()
   for p in "${PACKAGES[@]}"; do
+    [ -n "$p" ] || continue
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -42,6 +45,11 @@ configure_and_build() {
 cmd="${1:-demo}"; shift || true
 # Fuzzing alone needs clang and its libFuzzer runtime.
 [ "$cmd" = fuzz ] && PACKAGES+=(clang-19 libclang-rt-19-dev)
+# Without the code generator kiln needs no LLVM or MLIR.
+if [ "$cmd" = test ] && [ "${1:-}" = "--no-compiler" ]; then
+  PACKAGES=("${PACKAGES[@]/llvm-19-dev/}"); PACKAGES=("${PACKAGES[@]/libmlir-19-dev/}")
+  PACKAGES=("${PACKAGES[@]/mlir-19-tools/}")
+fi
 install_missing_packages
 case "$cmd" in
   demo)
@@ -77,6 +85,11 @@ case "$cmd" in
       cmake --build build-tsan --parallel "$(nproc)" --target kiln_concurrency_tests
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
         ctest --test-dir build-tsan -L concurrency --output-on-failure "$@"
+    elif [ "${1:-}" = "--no-compiler" ]; then
+      shift
+      # A second build folder: what builds on a machine without the LLVM/MLIR packages.
+      configure_and_build build-eager -DKILN_COMPILER=OFF -DKILN_BUILD_BENCH=OFF
+      ctest --test-dir build-eager --output-on-failure "$@"
     else
       configure_and_build build
       ctest --test-dir build --output-on-failure "$@"
@@ -98,7 +111,7 @@ case "$cmd" in
     tests/fuzz/run_fuzz.sh "$@"
     ;;
   *)
-    echo "usage: ./run.sh {demo|test [--sanitize|--tsan]|bench [filter]|bench --peers [options]|build|fuzz [target] [seconds]}" >&2
+    echo "usage: ./run.sh {demo|test [--sanitize|--tsan|--no-compiler]|bench [filter]|bench --peers [options]|build|fuzz [target] [seconds]}" >&2
     exit 2
     ;;
 esac

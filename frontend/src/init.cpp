@@ -3,6 +3,7 @@
 
 #include "autograd/record.h"
 #include "kiln/backends/cpu.h"
+#include "kiln/backends/interp.h"
 #include "vjp_registry.h"
 
 namespace kiln {
@@ -10,6 +11,7 @@ namespace kiln {
 void init() {
   static const bool done = [] {
     cpu::register_cpu_kernels();
+    interp::register_backend();
     detail::register_elementwise_vjps();
     detail::register_view_vjps();
     detail::register_reduction_vjps();

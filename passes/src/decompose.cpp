@@ -5,8 +5,9 @@
 // into a per-channel scale and shift, so its pass over x fuses with the ReLU after it.
 //
 // Algorithm: in every graph (regions included, except a `fused` node's: a group is already
-// one kernel), each live node of these ops, on a float32/float64 CPU tensor, that works on
-// the last dim only becomes (r = rank - 1; sum and amax with dims=[r], keepdim=true):
+// one kernel), each live node of these ops, on a float32/float64 tensor whose dtype and
+// device the backend's FusionRules (PassContext::fusion) accept for the row reductions and
+// elementwise ops it would become, that works on the last dim only becomes (r = rank - 1; sum and amax with dims=[r], keepdim=true):
 //   softmax(x):      m = amax(x); d = x - m; e = exp(d); y = e * (1 / sum(e))
 //   log_softmax(x):  m = amax(x); d = x - m; y = d - log(sum(exp(d)))
 //   layer_norm(x, w?, b?) with normalized_shape = [C], C static:
@@ -50,11 +51,16 @@
 namespace kiln::passes {
 namespace {
 
-// Whether `n`'s operands and results are float32/float64 CPU tensors.
-bool decomposable_types(const ir::Node& n) {
-  auto fits = [](const ir::Value* v) {
-    return !v || ((v->type.dtype == DType::Float32 || v->type.dtype == DType::Float64) &&
-                  v->type.device.is_cpu());
+// Whether `n`'s operands and results are float32/float64 tensors whose pieces (row
+// reductions, elementwise ops) the backend can fuse: decomposing pays only through fusion.
+bool decomposable_types(const FusionRules& rules, const ir::Node& n) {
+  auto fits = [&](const ir::Value* v) {
+    if (!v) return true;
+    DType dtype = v->type.dtype;
+    Device device = v->type.device;
+    return (dtype == DType::Float32 || dtype == DType::Float64) &&
+           rules.can_fuse(ops::sum, dtype, device) && rules.can_fuse(ops::amax, dtype, device) &&
+           rules.can_fuse(ops::exp, dtype, device);
   };
   for (const ir::Value* v : n.inputs)
     if (!fits(v)) return false;
@@ -72,7 +78,7 @@ bool reducible_last_dim(const Shape& shape) {
 // The rewrite of one graph: expansions go straight into the node list being rebuilt.
 class GraphDecompose {
  public:
-  explicit GraphDecompose(ir::Graph& g) : g_(g) {}
+  GraphDecompose(ir::Graph& g, const FusionRules& rules) : g_(g), rules_(rules) {}
 
   // Returns how many nodes were decomposed; `made` grows by the nodes that replaced them.
   int run(int& made) {
@@ -98,7 +104,7 @@ class GraphDecompose {
 
  private:
   bool expand(const ir::Node& n) {
-    if (!decomposable_types(n)) return false;
+    if (!decomposable_types(rules_, n)) return false;
     if (n.op == &ops::softmax || n.op == &ops::log_softmax) return expand_softmax(n);
     if (n.op == &ops::layer_norm) return expand_layer_norm(n);
     if (n.op == &ops::batch_norm) return expand_batch_norm(n);
@@ -282,6 +288,7 @@ class GraphDecompose {
   const ir::Node* origin_ = nullptr;  // the node being expanded
   std::vector<std::pair<const ir::Value*, ir::Value*>> replaced_;
   std::unordered_set<const ir::Node*> created_;
+  const FusionRules& rules_;
   std::unordered_map<const ir::Value*, std::vector<const ir::Node*>> readers_;
   std::map<std::pair<DType, double>, ir::Value*> constants_;
   std::unordered_set<const ir::Value*> added_inputs_;
@@ -294,20 +301,24 @@ class Decompose : public Pass {
   std::string_view name() const override { return "decompose"; }
   std::string summary() const override { return summary_; }
 
-  bool run(ir::Graph& g, const PassContext&) override {
+  bool run(ir::Graph& g, const PassContext& context) override {
     int decomposed = 0, made = 0;
-    decompose_graph(g, decomposed, made);
+    summary_ = "no backend's fusion rules: nothing decomposed";
+    if (!context.fusion) return false;
+    decompose_graph(g, *context.fusion, decomposed, made);
     summary_ = std::to_string(decomposed) + (decomposed == 1 ? " op" : " ops") + " into " +
                std::to_string(made);
     return decomposed > 0;
   }
 
  private:
-  static void decompose_graph(ir::Graph& g, int& decomposed, int& made) {
+  static void decompose_graph(ir::Graph& g, const FusionRules& rules, int& decomposed,
+                              int& made) {
     for (const auto& node : g.nodes())
       if (node->op != &ops::fused)  // a group's region is already one kernel
-        for (const auto& region : node->regions) decompose_graph(*region, decomposed, made);
-    decomposed += GraphDecompose(g).run(made);
+        for (const auto& region : node->regions)
+          decompose_graph(*region, rules, decomposed, made);
+    decomposed += GraphDecompose(g, rules).run(made);
   }
 
   std::string summary_;

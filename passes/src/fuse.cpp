@@ -3,9 +3,11 @@
 // kernel (one pass over memory instead of one per op).
 //
 // Algorithm:
-//   1. A node is fusible when it runs on the CPU with dtypes the code generators support and
-//      its op is Elementwise with a scalar_body, or a float sum/amax/amin over exactly the
-//      last dim with keepdim (a "row reduction": softmax and layer_norm decompose into them).
+//   1. A node is fusible when its op is Elementwise with a scalar_body, or a float
+//      sum/amax/amin over exactly the last dim with keepdim (a "row reduction": softmax and
+//      layer_norm decompose into them), and the backend's FusionRules (PassContext::fusion)
+//      accept the op with every dtype and device of its operands and results. Without rules
+//      nothing is fused.
 //   2. Each group has an iteration shape S and is "row" when it holds a row reduction of an
 //      input of shape S. Walk the nodes in order. A fusible node joins the group of a fusible
 //      producer when their iteration shapes match, or when one is a row group over S and the
@@ -35,30 +37,29 @@
 namespace kiln::passes {
 namespace {
 
-bool codegen_dtype(DType d) {
-  return d == DType::Float32 || d == DType::Float64 || d == DType::Int32 || d == DType::Int64 ||
-         d == DType::Bool;
+// Whether the backend accepts `n` with each of its operands and results.
+bool accepted(const FusionRules& rules, const ir::Node& n) {
+  for (const auto* values : {&n.inputs, &n.outputs})
+    for (const ir::Value* v : *values)
+      if (!v || !rules.can_fuse(*n.op, v->type.dtype, v->type.device)) return false;
+  return true;
 }
 
-bool fusible(const ir::Node& n) {
+bool fusible(const FusionRules& rules, const ir::Node& n) {
   if (n.op->lowering != LoweringClass::Elementwise || !n.op->scalar_body || !n.regions.empty())
     return false;
-  for (const ir::Value* v : n.inputs)
-    if (!v || !codegen_dtype(v->type.dtype) || !v->type.device.is_cpu()) return false;
-  for (const ir::Value* v : n.outputs)
-    if (!codegen_dtype(v->type.dtype) || !v->type.device.is_cpu()) return false;
-  return n.outputs.size() == 1;
+  return n.outputs.size() == 1 && accepted(rules, n);
 }
 
 // A float sum, amax or amin over exactly the last dim, keeping it (the decompose pass makes
 // these from softmax, log_softmax and layer_norm).
-bool row_reduction(const ir::Node& n) {
+bool row_reduction(const FusionRules& rules, const ir::Node& n) {
   if (n.op != &ops::sum && n.op != &ops::amax && n.op != &ops::amin) return false;
   if (n.inputs.size() != 1 || !n.inputs[0] || n.outputs.size() != 1) return false;
   const ir::Type& in = n.inputs[0]->type;
   const ir::Type& out = n.outputs[0]->type;
-  if (!is_floating(in.dtype) || !codegen_dtype(in.dtype) || out.dtype != in.dtype) return false;
-  if (!in.device.is_cpu() || in.shape.empty()) return false;
+  if (!is_floating(in.dtype) || out.dtype != in.dtype || in.shape.empty()) return false;
+  if (!accepted(rules, n)) return false;
   const auto& a = static_cast<const ops::ReduceAttrs&>(*n.attrs);
   const auto rank = static_cast<int64_t>(in.shape.size());
   if (!a.keepdim || a.dims.size() != 1) return false;
@@ -102,20 +103,22 @@ class Fuse : public Pass {
   std::string_view name() const override { return "fuse"; }
   std::string summary() const override { return summary_; }
 
-  bool run(ir::Graph& g, const PassContext&) override {
+  bool run(ir::Graph& g, const PassContext& context) override {
     groups_made_ = ops_fused_ = 0;
-    bool changed = fuse_graph(g);
+    summary_ = "no backend's fusion rules: nothing fused";
+    if (!context.fusion) return false;
+    bool changed = fuse_graph(g, *context.fusion);
     summary_ = std::to_string(ops_fused_) + " ops in " + std::to_string(groups_made_) + " groups";
     return changed;
   }
 
  private:
-  bool fuse_graph(ir::Graph& g) {
+  bool fuse_graph(ir::Graph& g, const FusionRules& rules) {
     bool changed = false;
     for (const auto& node : g.nodes())
       if (node->op != &ops::fused)  // a group's region is already one kernel
-        for (const auto& region : node->regions) changed |= fuse_graph(*region);
-    GraphGroups groups(g, max_ops_, max_inputs_);
+        for (const auto& region : node->regions) changed |= fuse_graph(*region, rules);
+    GraphGroups groups(g, rules, max_ops_, max_inputs_);
     groups.form();
     if (!groups.any()) return changed;
     groups.rewrite(groups_made_, ops_fused_);
@@ -125,8 +128,8 @@ class Fuse : public Pass {
   // The grouping of one graph's nodes and its rewrite into fused nodes.
   class GraphGroups {
    public:
-    GraphGroups(ir::Graph& g, int64_t max_ops, int64_t max_inputs)
-        : g_(g), max_ops_(max_ops), max_inputs_(max_inputs) {
+    GraphGroups(ir::Graph& g, const FusionRules& rules, int64_t max_ops, int64_t max_inputs)
+        : g_(g), rules_(rules), max_ops_(max_ops), max_inputs_(max_inputs) {
       const auto& nodes = g.nodes();
       group_.assign(nodes.size(), -1);
       for (size_t i = 0; i < nodes.size(); ++i) {
@@ -140,8 +143,8 @@ class Fuse : public Pass {
       const auto& nodes = g_.nodes();
       for (size_t i = 0; i < nodes.size(); ++i) {
         const ir::Node& n = *nodes[i];
-        const bool row = row_reduction(n);
-        if (!row && !fusible(n)) continue;
+        const bool row = row_reduction(rules_, n);
+        if (!row && !fusible(rules_, n)) continue;
         group_[i] = static_cast<int>(members_.size());
         members_.push_back({i});
         shapes_.push_back({(row ? n.inputs[0] : n.outputs[0])->type.shape, row});
@@ -342,6 +345,7 @@ class Fuse : public Pass {
     }
 
     ir::Graph& g_;
+    const FusionRules& rules_;
     int64_t max_ops_, max_inputs_;
     std::unordered_map<const ir::Node*, size_t> index_;
     std::unordered_map<const ir::Node*, std::vector<size_t>> users_;

@@ -78,11 +78,6 @@ Tensors dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
   return outputs;
 }
 
-Tensor dispatch1(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
-  Tensors out = dispatch(op, inputs, attrs);
-  return std::move(out[0]);
-}
-
 namespace {
 
 // The result `types` must fit `self` exactly: in-place ops cannot grow or convert their target.

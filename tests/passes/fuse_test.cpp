@@ -26,9 +26,7 @@ std::vector<size_t> group_sizes(const ir::Graph& g) {
 
 std::unique_ptr<ir::Graph> fuse(std::string_view text, std::string_view pipeline = "fuse") {
   std::unique_ptr<ir::Graph> g = ir::parse_graph(text);
-  PipelineOptions options;
-  options.verify_each = true;
-  PassManager(pipeline, options).run(*g);
+  PassManager(pipeline, testing::test_pipeline_options()).run(*g);
   return g;
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/backends/cpu_compiler.h"
 #include "kiln/backends/interp.h"
 #include "kiln/dispatch.h"
 #include "kiln/init.h"
@@ -30,11 +31,17 @@ inline std::unique_ptr<ir::Graph> parse(std::string_view ir) {
   return ir::parse_graph(ir);
 }
 
-inline std::string run_passes(std::string_view pipeline, std::string_view ir) {
-  std::unique_ptr<ir::Graph> g = parse(ir);
+// Verified after every pass; fuse groups what the cpu backend's kernels can run.
+inline PipelineOptions test_pipeline_options() {
   PipelineOptions options;
   options.verify_each = true;
-  PassManager(pipeline, options).run(*g);
+  options.context.fusion = &cpu::fusion_rules();
+  return options;
+}
+
+inline std::string run_passes(std::string_view pipeline, std::string_view ir) {
+  std::unique_ptr<ir::Graph> g = parse(ir);
+  PassManager(pipeline, test_pipeline_options()).run(*g);
   return ir::print_graph(*g);
 }
 
@@ -94,9 +101,7 @@ inline void expect_same_results(std::string_view pipeline, std::string_view ir, 
                                 std::vector<int64_t> symbols = {3, 5}) {
   std::shared_ptr<ir::Graph> before = parse(ir);
   std::shared_ptr<ir::Graph> after = parse(ir);
-  PipelineOptions options;
-  options.verify_each = true;
-  PassManager(pipeline, options).run(*after);
+  PassManager(pipeline, test_pipeline_options()).run(*after);
   symbols.resize(ir::kMaxSymbols, 1);
   std::mt19937 rng(1234);
   for (int trial = 0; trial < trials; ++trial) {

@@ -37,10 +37,14 @@ struct CompileOptions {
   // A graph break (a host read of a traced value) throws GraphBreakError instead of
   // running that forward eagerly.
   bool fullgraph = false;
-  // "cpu": the pass pipeline, then native kernels for fusion groups (MLIR -> LLVM) and the
-  // eager kernels (GEMM library) for the rest. Calls that need gradients run on "interp",
-  // the reference executor (each node through the eager op table), which is also selectable.
-  std::string backend = "cpu";
+  // The registered backend (kiln/backends/backend.h) that compiles the graphs; an unknown
+  // name is an error listing the registered ones. "cpu": the pass pipeline, then native
+  // kernels for fusion groups (MLIR -> LLVM) and the eager kernels (GEMM library) for the
+  // rest. "interp": the reference executor (each node through the eager op table). Empty:
+  // "cpu" when kiln was built with its code generator, else "interp". Calls that need
+  // gradients run on "interp" whichever backend is named (generated kernels have no
+  // backward yet); explain says so.
+  std::string backend{};
   // Graphs cached per compiled module; past it, calls that miss run eagerly (one warning),
   // or throw under fullgraph.
   int cache_limit = 8;
@@ -70,21 +74,44 @@ struct ExplainReport;
 
 namespace detail {
 
-class CompiledCore;
+#ifdef KILN_WITH_COMPILER
+// Registers the backends of kiln's code generator ("cpu"). Programs linked with kiln::kiln
+// are compiled with KILN_WITH_COMPILER: this reference pulls the registration out of the
+// kiln_compiler library, so compile() finds "cpu" from the first call on. (kiln::eager
+// alone has the reference executor, "interp".)
+bool register_compiler_backends();
+inline const bool compiler_backends_registered = register_compiler_backends();
+#endif
+
 // A non-tensor forward argument: its position in the call and its printed value.
 struct StaticArg {
   size_t position = 0;
   std::string value;
   bool operator==(const StaticArg&) const = default;
 };
+
 // Runs the module's forward on these tensor arguments and flattens what it returns.
 using ForwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+// The same as a reference to the caller's callable, not a copy: a compiled call builds one on
+// every call, and unlike a std::function it never allocates. Valid while that callable lives.
+class ForwardRef {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::decay_t<F>, ForwardRef> &&
+             std::is_invocable_r_v<std::vector<Tensor>, const F&, const std::vector<Tensor>&>)
+  ForwardRef(const F& forward)  // NOLINT: converts from any callable, as std::function does
+      : callable_(&forward), call_([](const void* f, const std::vector<Tensor>& tensors) {
+          return (*static_cast<const F*>(f))(tensors);
+        }) {}
+  std::vector<Tensor> operator()(const std::vector<Tensor>& tensors) const {
+    return call_(callable_, tensors);
+  }
 
-std::shared_ptr<CompiledCore> make_compiled_core(std::shared_ptr<nn::Module> model,
-                                                 CompileOptions options);
-std::vector<Tensor> run_compiled(CompiledCore& core, const std::vector<Tensor>& tensors,
-                                 std::vector<StaticArg> static_args, const ForwardFn& forward);
-ExplainReport explain_core(const CompiledCore& core);
+ private:
+  const void* callable_;
+  std::vector<Tensor> (*call_)(const void*, const std::vector<Tensor>&);
+};
+
 // The whole-forward graphs a core traced (not the segments of graph-breaking forwards), with
 // the module state feeding them: by graph input, the live parameter or buffer (undefined for
 // the other inputs). Export reads them.
@@ -92,9 +119,31 @@ struct TracedGraph {
   std::shared_ptr<const ir::Graph> graph;
   std::vector<Tensor> state;
 };
-std::vector<TracedGraph> traced_graphs(const CompiledCore& core);
+
+// The compiled-module cache behind a CompiledModule (frontend/src/trace/compiled.cpp).
+class CompiledCore {
+ public:
+  virtual ~CompiledCore() = default;
+  // Runs the cached graph whose guards these arguments pass, tracing and compiling one on a
+  // miss; `forward` runs the module's forward (traced, segmented or eagerly).
+  virtual std::vector<Tensor> call(const std::vector<Tensor>& tensors,
+                                   std::vector<StaticArg> static_args, ForwardRef forward) = 0;
+  virtual ExplainReport explain() const = 0;
+  virtual std::vector<TracedGraph> traced_graphs() const = 0;
+};
+
+std::shared_ptr<CompiledCore> make_compiled_core(std::shared_ptr<nn::Module> model,
+                                                 CompileOptions options);
+inline std::vector<Tensor> run_compiled(CompiledCore& core, const std::vector<Tensor>& tensors,
+                                        std::vector<StaticArg> static_args, ForwardRef forward) {
+  return core.call(tensors, std::move(static_args), forward);
+}
+ExplainReport explain_core(const CompiledCore& core);
+inline std::vector<TracedGraph> traced_graphs(const CompiledCore& core) {
+  return core.traced_graphs();
+}
 std::unique_ptr<ir::Graph> trace_module(nn::Module& model, const std::vector<Tensor>& inputs,
-                                        const ForwardFn& forward);
+                                        ForwardRef forward);
 
 template <class T>
 inline constexpr bool is_tensor_arg_v = std::is_same_v<std::decay_t<T>, Tensor>;
@@ -174,32 +223,32 @@ class CompiledModule {
   CompiledModule(std::shared_ptr<M> model, CompileOptions options)
       : model_(std::move(model)), core_(detail::make_compiled_core(model_, std::move(options))) {}
 
+  // One call of the cache (detail::CompiledCore::call): on a hit it runs the cached graph,
+  // and `forward` (a reference, built here) is not called.
   template <class... Args>
   auto operator()(Args&&... args) {
-    return call(std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+    using Out = std::decay_t<decltype(nn::call(*model_, std::forward<Args>(args)...))>;
+    std::vector<Tensor> tensors;
+    std::vector<detail::StaticArg> statics;
+    detail::split_args(tensors, statics, args...);
+    auto forward = [&](const std::vector<Tensor>& ts) {
+      return [&]<size_t... K>(std::index_sequence<K...>) {
+        auto out =
+            nn::call(*model_, detail::pick_arg<K, Args...>(std::forward<Args>(args), ts)...);
+        std::vector<Tensor> flat;
+        nn::detail::collect_tensors(flat, out);
+        return flat;
+      }(std::index_sequence_for<Args...>{});
+    };
+    std::vector<Tensor> flat = core_->call(tensors, std::move(statics), forward);
+    size_t i = 0;
+    return detail::rebuild_output<Out>(flat, i);
   }
 
   M& module() const { return *model_; }
   detail::CompiledCore& core() const { return *core_; }
 
  private:
-  template <size_t... K, class... Args>
-  auto call(std::index_sequence<K...>, Args&&... args) {
-    using Out = std::decay_t<decltype(nn::call(*model_, std::forward<Args>(args)...))>;
-    std::vector<Tensor> tensors;
-    std::vector<detail::StaticArg> statics;
-    detail::split_args(tensors, statics, args...);
-    detail::ForwardFn forward = [&](const std::vector<Tensor>& ts) {
-      auto out = nn::call(*model_, detail::pick_arg<K, Args...>(std::forward<Args>(args), ts)...);
-      std::vector<Tensor> flat;
-      nn::detail::collect_tensors(flat, out);
-      return flat;
-    };
-    std::vector<Tensor> flat = detail::run_compiled(*core_, tensors, std::move(statics), forward);
-    size_t i = 0;
-    return detail::rebuild_output<Out>(flat, i);
-  }
-
   std::shared_ptr<M> model_;
   std::shared_ptr<detail::CompiledCore> core_;
 };
@@ -221,14 +270,13 @@ std::unique_ptr<ir::Graph> trace(M& model, Args&&... args) {
   std::vector<Tensor> tensors;
   std::vector<detail::StaticArg> statics;
   detail::split_args(tensors, statics, args...);
-  detail::ForwardFn forward = [&](const std::vector<Tensor>& ts) {
+  auto forward = [&](const std::vector<Tensor>& ts) {
     return [&]<size_t... K>(std::index_sequence<K...>) {
       auto out = nn::call(model, detail::pick_arg<K, Args...>(std::forward<Args>(args), ts)...);
       std::vector<Tensor> flat;
       nn::detail::collect_tensors(flat, out);
       return flat;
-    }
-    (std::index_sequence_for<Args...>{});
+    }(std::index_sequence_for<Args...>{});
   };
   return detail::trace_module(model, tensors, forward);
 }

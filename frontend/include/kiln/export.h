@@ -1,5 +1,5 @@
 // kiln::export_model: compiles a trained model ahead of time into a directory that the
-// deployable runtime kiln_rt (runtime/rt: no compiler, no frontend) loads and runs.
+// deployable runtime kiln_rt (frontend/rt: no compiler, no rest of the frontend) loads and runs.
 //
 //   model->eval();
 //   kiln::ExportOptions options;

@@ -9,7 +9,9 @@
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"
 #include "kiln/debug_print.h"
+#ifdef KILN_WITH_COMPILER  // programs linked with kiln::kiln (not kiln::eager alone)
 #include "kiln/export.h"
+#endif
 #include "kiln/generator.h"
 #include "kiln/init.h"
 #include "kiln/log.h"

@@ -15,6 +15,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/autograd/node.h"
+#include "kiln/dispatch.h"
 #include "kiln/generator.h"
 #include "kiln/tensor_ops/elementwise.h"
 

@@ -104,10 +104,6 @@ Tensor Module::forward(const Tensor&) {
             "args...).");
 }
 
-Tensor Module::operator()(const Tensor& input) {
-  return call(*this, input);
-}
-
 std::string Module::type_name() const {
   return detail::demangle_type_name(typeid(*this).name());
 }

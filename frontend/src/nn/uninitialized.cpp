@@ -3,6 +3,7 @@
 // the same TensorImpl real data.
 #include "kiln/nn/uninitialized.h"
 
+#include "kiln/dispatch.h"
 #include "kiln/nn/state_budget.h"
 
 #include <utility>

@@ -10,9 +10,9 @@
 #include "dynamic_shapes.h"
 #include "guards.h"
 #include "kiln/autograd.h"
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/backends/interp.h"
+#include "kiln/backends/backend.h"
 #include "kiln/compile.h"
+#include "kiln/init.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
 #include "kiln/state_epoch.h"
@@ -26,7 +26,7 @@ namespace {
 // sizes. Undefined arguments (an absent mask) stay undefined; `defined_outputs` receives
 // which of forward's results were defined (the graph returns only those).
 std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tensor>& inputs,
-                                      const ForwardFn& forward,
+                                      ForwardRef forward,
                                       std::vector<CapturedConstant>* captured,
                                       const std::vector<Shape>& shapes,
                                       std::vector<bool>* defined_outputs,
@@ -67,10 +67,10 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
 
 struct Entry {
   GuardSet guards;
-  std::shared_ptr<const ir::Graph> graph;          // null for a segmented entry
-  std::unique_ptr<interp::Executable> executable;  // the reference backend's, or null
-  std::unique_ptr<cpu::CompiledGraph> compiled;    // the compiled CPU backend's, or null
-  std::string backend_note;                        // which backend runs this entry and why
+  std::shared_ptr<const ir::Graph> graph;  // null for a segmented entry
+  const backends::Backend* backend = nullptr;   // the one that runs `graph`
+  std::unique_ptr<backends::Executable> executable;
+  std::string backend_note;  // which backend runs this entry and why
   std::vector<Tensor> state;  // by graph input: the live parameter / buffer (else undefined)
   // CompileOptions::freeze: graph input -> the version of the parameter when it was frozen.
   std::vector<std::pair<size_t, uint64_t>> frozen;
@@ -103,22 +103,21 @@ std::vector<std::string> frozen_failures(const Entry& e) {
 
 }  // namespace
 
-class CompiledCore {
+class CompileCache final : public CompiledCore {
  public:
-  CompiledCore(std::shared_ptr<nn::Module> model, CompileOptions options)
-      : model_(std::move(model)), options_(std::move(options)) {
-    KILN_CHECK(options_.backend == "interp" || options_.backend == "cpu",
-               "[compile] unknown backend \"", options_.backend,
-               "\". Fix: use backend = \"cpu\" (native code) or \"interp\" (the reference "
-               "executor).");
+  CompileCache(std::shared_ptr<nn::Module> model, CompileOptions options)
+      : model_(std::move(model)),
+        options_(std::move(options)),
+        backend_(options_.backend.empty() ? backends::default_backend()
+                                          : backends::backend(options_.backend)) {
     KILN_CHECK(options_.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
                options_.cache_limit, ".");
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics,
-                           const ForwardFn& forward);
-  ExplainReport explain() const;
-  std::vector<TracedGraph> traced_graphs() const;
+                           ForwardRef forward) override;
+  ExplainReport explain() const override;
+  std::vector<TracedGraph> traced_graphs() const override;
 
  private:
   GuardSet current_guards(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics);
@@ -127,14 +126,14 @@ class CompiledCore {
   std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& tensors, bool counted = false);
   // Re-runs the C++ forward, executing its ops as segments that end at each host read.
   std::vector<Tensor> run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
-                                    const ForwardFn& forward);
-  Entry& add_entry(const std::vector<Tensor>& tensors, GuardSet guards, const ForwardFn& forward);
-  // The backend's executor for a traced graph: native code, unless the calls it guards need
-  // gradients (generated kernels have no backward yet), which the reference executor gives.
+                                    ForwardRef forward);
+  Entry& add_entry(const std::vector<Tensor>& tensors, GuardSet guards, ForwardRef forward);
+  // The executable of a traced graph, from the backend backends::choose_backend picks for
+  // the calls it guards.
   void make_executor(Entry& entry, const std::shared_ptr<const ir::Graph>& graph,
                      const std::vector<Tensor>& tensors);
   std::unique_ptr<ir::Graph> trace_entry(Entry& entry, const std::vector<Tensor>& tensors,
-                                         const ForwardFn& forward, SymbolPlan& plan);
+                                         ForwardRef forward, SymbolPlan& plan);
   // The cached entry with the fewest failing guards, and those failures.
   std::pair<const Entry*, std::vector<std::string>> closest(const GuardSet& now,
                                                             CompileOptions::Dynamic hints) const;
@@ -147,6 +146,7 @@ class CompiledCore {
 
   std::shared_ptr<nn::Module> model_;
   CompileOptions options_;
+  const backends::Backend& backend_;  // options_.backend, or the build's default
   // Guards everything below. A call holds it to match (or add) its entry; a native entry's
   // graph then runs without it (cpu::CompiledGraph gives each concurrent call a plan of its
   // own), so threads calling one module run in parallel. Entries are shared: one that is
@@ -198,7 +198,7 @@ bool verify_passes_from_env() {
 
 }  // namespace
 
-GuardSet CompiledCore::current_guards(const std::vector<Tensor>& tensors,
+GuardSet CompileCache::current_guards(const std::vector<Tensor>& tensors,
                                       std::vector<StaticArg> statics) {
   GuardSet g;
   for (const Tensor& t : tensors) g.inputs.push_back(tensor_guard(t));
@@ -213,7 +213,7 @@ GuardSet CompiledCore::current_guards(const std::vector<Tensor>& tensors,
   return g;
 }
 
-Entry* CompiledCore::find(const GuardSet& now) {
+Entry* CompileCache::find(const GuardSet& now) {
   for (auto& e : entries_) {
     if (call_guards_hold(e->guards, now) && same_module_state(e->guards, now) &&
         frozen_failures(*e).empty()) {
@@ -224,7 +224,7 @@ Entry* CompiledCore::find(const GuardSet& now) {
   return nullptr;
 }
 
-std::vector<std::string> CompiledCore::evict_stale_frozen() {
+std::vector<std::string> CompileCache::evict_stale_frozen() {
   std::vector<std::string> why;
   std::erase_if(entries_, [&](const std::shared_ptr<Entry>& e) {
     std::vector<std::string> f = frozen_failures(*e);
@@ -234,7 +234,7 @@ std::vector<std::string> CompiledCore::evict_stale_frozen() {
   return why;
 }
 
-std::pair<const Entry*, std::vector<std::string>> CompiledCore::closest(
+std::pair<const Entry*, std::vector<std::string>> CompileCache::closest(
     const GuardSet& now, CompileOptions::Dynamic hints) const {
   const Entry* best = nullptr;
   std::vector<std::string> failures;
@@ -249,7 +249,7 @@ std::pair<const Entry*, std::vector<std::string>> CompiledCore::closest(
   return {best, failures};
 }
 
-void CompiledCore::remember_changed_dims(const Entry& near, const GuardSet& now) {
+void CompileCache::remember_changed_dims(const Entry& near, const GuardSet& now) {
   auto_dynamic_.resize(now.inputs.size(), 0);
   for (size_t i = 0; i < now.inputs.size() && i < near.guards.inputs.size(); ++i) {
     const Shape& was = near.guards.inputs[i].shape;
@@ -260,7 +260,7 @@ void CompiledCore::remember_changed_dims(const Entry& near, const GuardSet& now)
   }
 }
 
-std::vector<uint64_t> CompiledCore::dynamic_masks(const std::vector<Tensor>& tensors) const {
+std::vector<uint64_t> CompileCache::dynamic_masks(const std::vector<Tensor>& tensors) const {
   std::vector<uint64_t> masks(tensors.size(), 0);
   if (options_.dynamic == CompileOptions::Dynamic::Off) return masks;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -276,7 +276,7 @@ std::vector<uint64_t> CompiledCore::dynamic_masks(const std::vector<Tensor>& ten
   return masks;
 }
 
-std::vector<Tensor> CompiledCore::run(Entry& entry, const std::vector<Tensor>& tensors,
+std::vector<Tensor> CompileCache::run(Entry& entry, const std::vector<Tensor>& tensors,
                                       bool counted) {
   if (!counted) ++entry.calls;
   const auto& graph_inputs = entry.graph->inputs();
@@ -290,8 +290,7 @@ std::vector<Tensor> CompiledCore::run(Entry& entry, const std::vector<Tensor>& t
     while (!tensors[next_user].defined()) ++next_user;  // absent arguments are not inputs
     args[i] = tensors[next_user++];
   }
-  std::vector<Tensor> outputs =
-      entry.compiled ? entry.compiled->run(args) : entry.executable->run(args);
+  std::vector<Tensor> outputs = entry.executable->run(args);
   if (!entry.write_back.empty()) {
     NoGradGuard no_grad;
     for (const auto& [index, buffer] : entry.write_back) {
@@ -326,9 +325,9 @@ SymbolPlan leading_dims_only(SymbolPlan plan) {
 
 }  // namespace
 
-std::unique_ptr<ir::Graph> CompiledCore::trace_entry(Entry& entry,
+std::unique_ptr<ir::Graph> CompileCache::trace_entry(Entry& entry,
                                                      const std::vector<Tensor>& tensors,
-                                                     const ForwardFn& forward, SymbolPlan& plan) {
+                                                     ForwardRef forward, SymbolPlan& plan) {
   std::vector<std::string> names = input_names(options_, tensors.size());
   // Try the requested symbolic dims, then the leading dims alone, then static sizes.
   while (plan.any()) {
@@ -381,8 +380,8 @@ std::unique_ptr<ir::Graph> CompiledCore::trace_entry(Entry& entry,
                     &entry.module_ms);
 }
 
-std::vector<Tensor> CompiledCore::run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
-                                                const ForwardFn& forward) {
+std::vector<Tensor> CompileCache::run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
+                                                ForwardRef forward) {
   ++entry.calls;
   Tracer tracer(*model_, model_->type_name(), Tracer::Mode::Segmented, &entry.segments);
   std::vector<Tensor> outputs = forward(tensors);
@@ -392,10 +391,10 @@ std::vector<Tensor> CompiledCore::run_segmented(Entry& entry, const std::vector<
   return outputs;
 }
 
-Entry& CompiledCore::add_entry(const std::vector<Tensor>& tensors, GuardSet guards,
-                               const ForwardFn& forward) {
+Entry& CompileCache::add_entry(const std::vector<Tensor>& tensors, GuardSet guards,
+                               ForwardRef forward) {
   auto entry = std::make_unique<Entry>();
-  entry->segments.native = options_.backend == "cpu";
+  entry->segments.backend = &backend_;
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<ir::Graph> graph;
   SymbolPlan plan = plan_symbols(tensors, dynamic_masks(tensors));
@@ -444,49 +443,47 @@ Entry& CompiledCore::add_entry(const std::vector<Tensor>& tensors, GuardSet guar
   return *entries_.back();
 }
 
-void CompiledCore::make_executor(Entry& entry, const std::shared_ptr<const ir::Graph>& graph,
+void CompileCache::make_executor(Entry& entry, const std::shared_ptr<const ir::Graph>& graph,
                                  const std::vector<Tensor>& tensors) {
-  if (options_.backend == "cpu") {
-    std::string grad_source;
-    if (grad_mode_enabled()) {
-      for (size_t i = 0; i < graph->inputs().size() && grad_source.empty(); ++i)
-        if (entry.state[i].defined() && entry.state[i].requires_grad())
-          grad_source = "parameter " + graph->inputs()[i].name + " requires grad";
-      for (const Tensor& t : tensors)
-        if (grad_source.empty() && t.defined() && t.requires_grad())
-          grad_source = "an input requires grad";
-    }
-    if (grad_source.empty()) {
-      cpu::CompilerOptions options;
-      options.verify_passes = verify_passes_from_env();
-      options.print_sink = [](std::string_view pass, const std::string& text) {
-        log_line(LogChannel::Passes, str_cat("after ", pass, ":\n", text));
-      };
-      if (log_enabled(LogChannel::Passes)) options.print_after = "all";
-      if (options_.freeze) {
-        options.frozen_state.resize(graph->inputs().size());
-        for (size_t i = 0; i < graph->inputs().size(); ++i)
-          if (graph->inputs()[i].kind == ir::InputKind::Parameter && entry.state[i].defined()) {
-            options.frozen_state[i] = entry.state[i];
-            entry.frozen.emplace_back(i, entry.state[i].version());
-          }
-      }
-      entry.compiled = std::make_unique<cpu::CompiledGraph>(*graph, options);
-      entry.backend_note = "cpu: " + entry.compiled->stats().str();
-      log_line(LogChannel::Passes,
-               str_cat(model_->type_name(), ": ", entry.compiled->stats().passes.str(), "; ",
-                       entry.backend_note));
-      return;
-    }
-    entry.backend_note = "interp, because gradients are needed (" + grad_source +
-                         " and grad mode is on); generated kernels have no backward yet. "
-                         "Fix for inference: call under kiln::NoGradGuard";
+  std::string grad_source;
+  if (grad_mode_enabled()) {
+    for (size_t i = 0; i < graph->inputs().size() && grad_source.empty(); ++i)
+      if (entry.state[i].defined() && entry.state[i].requires_grad())
+        grad_source = "parameter " + graph->inputs()[i].name + " requires grad";
+    for (const Tensor& t : tensors)
+      if (grad_source.empty() && t.defined() && t.requires_grad())
+        grad_source = "an input requires grad";
   }
-  entry.executable = std::make_unique<interp::Executable>(graph);
+  backends::Choice choice = backends::choose_backend(backend_, *graph, grad_source);
+  backends::CompileRequest request;
+  request.verify_passes = verify_passes_from_env();
+  request.print_sink = [](std::string_view pass, const std::string& text) {
+    log_line(LogChannel::Passes, str_cat("after ", pass, ":\n", text));
+  };
+  if (log_enabled(LogChannel::Passes)) request.print_after = "all";
+  if (options_.freeze) {
+    request.frozen_state.resize(graph->inputs().size());
+    for (size_t i = 0; i < graph->inputs().size(); ++i)
+      if (graph->inputs()[i].kind == ir::InputKind::Parameter)
+        request.frozen_state[i] = entry.state[i];
+  }
+  entry.backend = choice.backend;
+  entry.executable = choice.backend->compile(graph, request);
+  if (entry.executable->folded_frozen_state())
+    for (size_t i = 0; i < request.frozen_state.size(); ++i)
+      if (request.frozen_state[i].defined())
+        entry.frozen.emplace_back(i, request.frozen_state[i].version());
+  std::string stats = entry.executable->summary();
+  entry.backend_note = !choice.note.empty() ? choice.note
+                       : stats.empty()      ? std::string()
+                                            : str_cat(choice.backend->name(), ": ", stats);
+  if (!stats.empty())
+    log_line(LogChannel::Passes, str_cat(model_->type_name(), ": ",
+                                         entry.executable->pass_timings(), "; ", entry.backend_note));
 }
 
-std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
-                                       std::vector<StaticArg> statics, const ForwardFn& forward) {
+std::vector<Tensor> CompileCache::call(const std::vector<Tensor>& tensors,
+                                       std::vector<StaticArg> statics, ForwardRef forward) {
   std::unique_lock<std::mutex> lock(mutex_);
   ++calls_;
   GuardSet now = current_guards(tensors, std::move(statics));
@@ -523,9 +520,10 @@ std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
     entry = &add_entry(tensors, std::move(now), forward);
   }
   if (!entry->graph) return run_segmented(*entry, tensors, forward);
-  // Native code that writes no buffer back runs outside the lock; the reference executor
-  // and buffer write-backs (training-mode batch_norm) stay serialized.
-  if (entry->compiled && entry->write_back.empty()) {
+  // An executable that runs calls concurrently and writes no buffer back runs outside the
+  // lock; the others (the reference executor, training-mode batch_norm's write-backs) stay
+  // serialized.
+  if (entry->executable->runs_concurrently() && entry->write_back.empty()) {
     std::shared_ptr<Entry> running;
     for (const auto& e : entries_)
       if (e.get() == entry) running = e;
@@ -537,7 +535,7 @@ std::vector<Tensor> CompiledCore::call(const std::vector<Tensor>& tensors,
 }
 
 std::unique_ptr<ir::Graph> trace_module(nn::Module& model, const std::vector<Tensor>& inputs,
-                                        const ForwardFn& forward) {
+                                        ForwardRef forward) {
   return trace_with(model, inputs, forward, nullptr, {}, nullptr,
                     input_names(CompileOptions{}, inputs.size()));
 }
@@ -545,19 +543,15 @@ std::unique_ptr<ir::Graph> trace_module(nn::Module& model, const std::vector<Ten
 std::shared_ptr<CompiledCore> make_compiled_core(std::shared_ptr<nn::Module> model,
                                                  CompileOptions options) {
   KILN_CHECK(model != nullptr, "[compile] expected a module, got null.");
-  return std::make_shared<CompiledCore>(std::move(model), std::move(options));
+  init();  // registers the backends
+  return std::make_shared<CompileCache>(std::move(model), std::move(options));
 }
 
-std::vector<Tensor> run_compiled(CompiledCore& core, const std::vector<Tensor>& tensors,
-                                 std::vector<StaticArg> static_args, const ForwardFn& forward) {
-  return core.call(tensors, std::move(static_args), forward);
-}
-
-ExplainReport CompiledCore::explain() const {
+ExplainReport CompileCache::explain() const {
   std::lock_guard<std::mutex> lock(mutex_);  // a consistent snapshot, even during calls
   ExplainReport r;
   r.model = model_->type_name();
-  r.backend = options_.backend;
+  r.backend = std::string(backend_.name());
   r.calls = calls_;
   r.eager_calls = eager_calls_;
   r.recompile_reasons = recompile_reasons_;
@@ -584,10 +578,10 @@ ExplainReport CompiledCore::explain() const {
       x.graph_text = ir::print_graph(*e->graph);
     }
     x.backend = e->backend_note;
-    if (e->compiled) {
-      x.passes = e->compiled->stats().passes.str();
-      x.optimized_graph_text = ir::print_graph(e->compiled->optimized_graph());
-      x.fusion_groups = fusion_groups(e->compiled->optimized_graph());
+    if (e->executable && e->backend != &backends::reference_backend()) {
+      x.passes = e->executable->pass_timings();
+      x.optimized_graph_text = ir::print_graph(e->executable->optimized_graph());
+      x.fusion_groups = fusion_groups(e->executable->optimized_graph());
     }
     for (const CapturedConstant& c : e->captured) {
       x.captured.push_back(
@@ -601,16 +595,12 @@ ExplainReport CompiledCore::explain() const {
   return r;
 }
 
-std::vector<TracedGraph> CompiledCore::traced_graphs() const {
+std::vector<TracedGraph> CompileCache::traced_graphs() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<TracedGraph> out;
   for (const auto& e : entries_)
     if (e->graph) out.push_back({e->graph, e->state});
   return out;
-}
-
-std::vector<TracedGraph> traced_graphs(const CompiledCore& core) {
-  return core.traced_graphs();
 }
 
 ExplainReport explain_core(const CompiledCore& core) {

@@ -20,8 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/backends/interp.h"
+#include "kiln/backends/backend.h"
 #include "kiln/dispatch.h"
 #include "kiln/ir/graph.h"
 #include "kiln/nn/module.h"
@@ -45,16 +44,13 @@ inline constexpr std::string_view kBufferOutputPrefix = "buffer:";
 
 // Segments compiled so far, by structural hash (shared by the calls of one cache entry).
 struct SegmentCache {
-  // Segments whose run needs no gradient go through the compiled CPU backend; the others
-  // (and all of them when false) through the reference executor.
-  bool native = false;
-  struct Executable {
-    std::shared_ptr<interp::Executable> interp;
-    std::shared_ptr<cpu::CompiledGraph> native;
-  };
-  std::unordered_map<uint64_t, Executable> executables;  // by structural hash and backend
+  // The backend segments are compiled for; backends::choose_backend picks the reference
+  // executor for a segment whose run needs gradients.
+  const backends::Backend* backend = nullptr;
+  // By structural hash and whether the requested backend runs it.
+  std::unordered_map<uint64_t, std::unique_ptr<backends::Executable>> executables;
   uint64_t hits = 0, misses = 0;
-  uint64_t native_misses = 0;  // of the misses, compiled with the CPU backend
+  uint64_t native_misses = 0;  // of the misses, compiled by a backend other than interp
 };
 
 // One host read that ended a segment.

@@ -65,26 +65,22 @@ void Tracer::flush() {
     graph_->add_output(value, std::string(kBufferOutputPrefix) + path);
   if (!graph_->nodes().empty()) {
     ir::verify(*graph_);
-    bool needs_grad = false;
+    std::string grad_source;
     if (grad_mode_enabled())
-      for (const Tensor& t : feeds_) needs_grad |= t.defined() && t.requires_grad();
-    bool native = segments_->native && !needs_grad;
-    uint64_t key = ir::structural_hash(*graph_) * 2 + (native ? 1 : 0);
-    SegmentCache::Executable& exe = segments_->executables[key];
-    if (exe.interp || exe.native) {
+      for (const Tensor& t : feeds_)
+        if (t.defined() && t.requires_grad()) grad_source = "an input of the segment requires grad";
+    backends::Choice choice = backends::choose_backend(*segments_->backend, *graph_, grad_source);
+    uint64_t key = ir::structural_hash(*graph_) * 2 + (choice.note.empty() ? 1 : 0);
+    std::unique_ptr<backends::Executable>& exe = segments_->executables[key];
+    if (exe) {
       ++segments_->hits;
     } else {
       ++segments_->misses;
+      if (choice.backend != &backends::reference_backend()) ++segments_->native_misses;
       // Random ops replay the positions this call's forward drew.
-      if (native) {
-        ++segments_->native_misses;
-        exe.native = std::make_shared<cpu::CompiledGraph>(*graph_);
-        exe.native->set_replay_recorded_random(true);
-      } else {
-        exe.interp = std::make_shared<interp::Executable>(
-            std::shared_ptr<const ir::Graph>(std::move(graph_)));
-        exe.interp->set_replay_recorded_random(true);
-      }
+      backends::CompileRequest request;
+      request.replay_recorded_random = true;
+      exe = choice.backend->compile(std::shared_ptr<const ir::Graph>(std::move(graph_)), request);
     }
     ++segments_run_;
     // Written buffers hold their old contents until the segment's results are copied in.
@@ -94,7 +90,7 @@ void Tracer::flush() {
     set_interceptor(previous_);
     std::vector<Tensor> results;
     try {
-      results = exe.native ? exe.native->run(feeds_) : exe.interp->run(feeds_);
+      results = exe->run(feeds_);
     } catch (...) {
       set_interceptor(this);
       throw;

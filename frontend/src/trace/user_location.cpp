@@ -112,6 +112,9 @@ std::vector<uintptr_t> return_addresses() {
 }  // namespace
 
 bool is_kiln_internal(std::string_view file) {
+  // kiln's public headers where they are installed (<prefix>/include/kiln/...): their inline
+  // code (kiln::compile's call operator) is kiln's, not the user's.
+  if (file.find("/include/kiln/") != std::string_view::npos) return true;
   file = relative_to_root(file);
   if (starts_with(file, "frontend/src/models/")) return false;  // built-in models are user code
   for (std::string_view prefix : {"runtime/", "ir/", "backends/", "frontend/src/",

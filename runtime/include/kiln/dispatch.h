@@ -3,13 +3,17 @@
 // lets the autograd hook record a node.
 #pragma once
 
+#include <utility>
+
 #include "kiln/op.h"
 
 namespace kiln {
 
 Tensors dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs = no_attrs());
-// Single-output convenience.
-Tensor dispatch1(const OpDef& op, TensorSpan inputs, const Attrs& attrs = no_attrs());
+// Single-output convenience (inline: no frame of its own between an op function and dispatch).
+inline Tensor dispatch1(const OpDef& op, TensorSpan inputs, const Attrs& attrs = no_attrs()) {
+  return std::move(dispatch(op, inputs, attrs)[0]);
+}
 // Runs the op writing into `self` (which must have the result's shape and dtype);
 // bumps self's version. Autograd for in-place ops is the frontend's business.
 void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& self);

@@ -93,6 +93,7 @@ class Module {
   // signatures define their own forward overloads and are called with kiln::nn::call().
   virtual Tensor forward(const Tensor& input);
   // Runs forward(input) inside a call frame (hooks, registration check, error context).
+  // Inline (defined below nn::call): no frame of its own on the eager path.
   Tensor operator()(const Tensor& input);
 
   // ---- identity and printing ----
@@ -360,6 +361,10 @@ decltype(auto) call(M& module, Args&&... args) {
     scope.post(inputs, outputs);
     return Out(std::move(out));
   }
+}
+
+inline Tensor Module::operator()(const Tensor& input) {
+  return call(*this, input);
 }
 
 template <class M>

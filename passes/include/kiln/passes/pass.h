@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/ir/graph.h"
+#include "kiln/passes/fusion_rules.h"
 
 namespace kiln::passes {
 
@@ -40,6 +41,9 @@ struct PassContext {
   // canonicalize folds through those whose GraphInput::constant holds their data. The
   // executor then must pass the same values every call.
   bool parameters_frozen = false;
+  // The backend's answer to "may this op join a generated kernel" (fuse asks it). Null: the
+  // pipeline runs for no backend in particular, and fuse makes no groups.
+  const FusionRules* fusion = nullptr;
 };
 
 class Pass {

@@ -16,6 +16,10 @@
 
 namespace kiln::interp {
 
+// Registers this executor as the backend "interp" (kiln/backends/backend.h). Idempotent;
+// kiln::init() calls it.
+void register_backend();
+
 class Executable {
  public:
   explicit Executable(std::shared_ptr<const ir::Graph> graph);

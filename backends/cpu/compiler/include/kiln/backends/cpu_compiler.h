@@ -6,7 +6,8 @@
 //   std::vector<Tensor> out = compiled.run(inputs);  // same convention as interp
 //
 // Gradients do not flow through generated kernels: compile() uses this backend for calls
-// that need no gradient and the reference executor for the others.
+// that need no gradient and the reference executor for the others (backends::choose_backend).
+// Registered as the backend "cpu" (kiln/backends/backend.h) by register_backend().
 #pragma once
 
 #include <memory>
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/backends/backend.h"
+#include "kiln/cpu_exec/graph_runner.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/pass_manager.h"
 
@@ -22,6 +25,13 @@ class KernelModule;
 }
 
 namespace kiln::cpu {
+
+// What the fuse pass may group for generated CPU kernels: ops on cpu tensors of a dtype the
+// code generator computes in (codegen::supported_dtype).
+const passes::FusionRules& fusion_rules();
+
+// Registers this compiler as the backend "cpu". Idempotent.
+void register_backend();
 
 struct CompilerOptions {
   std::string pipeline = passes::default_pipeline();
@@ -65,35 +75,34 @@ struct CompileStats {
   std::string str() const;
 };
 
-class CompiledGraph {
+// The executable the backend "cpu" compiles a graph into: the passes and the generated
+// kernels in front of a GraphRunner, which runs every call.
+class CompiledGraph final : public GraphRunner {
  public:
   explicit CompiledGraph(const ir::Graph& graph, const CompilerOptions& options = {});
-  ~CompiledGraph();
-  CompiledGraph(const CompiledGraph&) = delete;
-  CompiledGraph& operator=(const CompiledGraph&) = delete;
+  ~CompiledGraph() override;
 
-  // One tensor per input of the graph given to the constructor, in order (constants may be
-  // undefined); one per output. Several threads may call it at once: each concurrent call
-  // runs on a plan of its own (built on first need, then kept), so calls share no buffers.
-  std::vector<Tensor> run(std::span<const Tensor> inputs);
-
-  // The graph after the passes (fusion groups as `fused` nodes).
-  const ir::Graph& optimized_graph() const;
+  // run(inputs): one tensor per input of the graph given to the constructor, in order
+  // (constants may be undefined); one per output. Several threads may call it at once: each
+  // concurrent call runs on a plan of its own (built on first need, then kept), so calls
+  // share no buffers. optimized_graph(): the graph after the passes (fusion groups as `fused`
+  // nodes). weight_packs(), set_replay_recorded_random(): see GraphRunner.
   const CompileStats& stats() const { return stats_; }
+  std::string summary() const override { return stats_.str(); }
+  std::string pass_timings() const override { return stats_.passes.str(); }
+  bool folded_frozen_state() const override { return stats_.frozen_parameters > 0; }
   // The generated kernels (named fused_kernel_name(i) for the i-th of fused_nodes() of the
   // optimized graph); null when the graph has no fusion group.
-  const codegen::KernelModule* kernel_module() const;
-  // How many times the plans packed a weight so far (once per weight and plan, again after
-  // it changed); 0 without a plan.
-  int64_t weight_packs() const;
-  // Random ops replay the positions their attributes hold (segments, see interp.h).
-  void set_replay_recorded_random(bool replay);
+  const codegen::KernelModule* kernel_module() const { return module_.get(); }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // What the passes and the code generator make, before the runner is built on it.
+  struct Compiled;
+  static Compiled compile(const ir::Graph& graph, const CompilerOptions& options);
+  explicit CompiledGraph(Compiled compiled);
+
+  std::unique_ptr<codegen::KernelModule> module_;
   CompileStats stats_;
-  size_t input_count_ = 0;  // of the graph as given (passes may add constants)
 };
 
 }  // namespace kiln::cpu

@@ -1,5 +1,5 @@
 // Loading an artifact (checks first, then files) and running it (guards, graph choice, a
-// borrowed runner).
+// graph runner).
 #include "loaded_model.h"
 
 #include <fcntl.h>
@@ -18,9 +18,8 @@
 
 #include "artifact_checks.h"
 #include "kiln/backends/cpu.h"
-#include "kiln/backends/interp.h"
 #include "kiln/cpu_exec/kernel_library.h"
-#include "kiln/cpu_exec/plan.h"
+#include "kiln/cpu_exec/graph_runner.h"
 #include "kiln/cpu_features.h"
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
@@ -136,52 +135,20 @@ SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir
 
 }  // namespace
 
-// One graph of the artifact and its idle runners.
+// One graph of the artifact, its kernels and the runner that runs it.
 struct LoadedModel::Graph {
   std::shared_ptr<ir::Graph> graph;
   std::unique_ptr<cpu::KernelLibrary> library;
-  std::unordered_map<const ir::Node*, cpu::FusedKernel> kernels;
-  bool planned = false;  // false: control flow, run node by node by the reference executor
-
-  struct Runner {
-    std::unique_ptr<cpu::Plan> plan;
-    std::unique_ptr<interp::Executable> executor;
-  };
-  std::mutex mutex;
-  std::vector<std::unique_ptr<Runner>> idle;
-
-  std::unique_ptr<Runner> make_runner() {
-    auto r = std::make_unique<Runner>();
-    if (planned) {
-      r->plan = cpu::Plan::build(*graph, kernels);
-    } else {
-      r->executor = std::make_unique<interp::Executable>(graph);
-      r->executor->set_fused_runner([this](const ir::Node& node, std::span<const Tensor> operands,
-                                           std::span<const int64_t> symbols,
-                                           std::span<Tensor> results) {
-        cpu::run_fused_kernel(kernels.at(&node), node, operands, symbols, results, false);
-      });
-    }
-    return r;
-  }
+  std::unique_ptr<cpu::GraphRunner> runner;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
-    std::unique_ptr<Runner> runner;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!idle.empty()) {
-        runner = std::move(idle.back());
-        idle.pop_back();
-      }
-    }
-    if (!runner) runner = make_runner();
     // Every graph input: the call's tensors for the signature's inputs, the weights for the
     // rest.
     std::vector<Tensor> all;
     size_t next = 0;
     for (const ir::GraphInput& in : graph->inputs())
       all.push_back(in.kind == ir::InputKind::Input ? inputs.at(next++) : in.constant);
-    std::vector<Tensor> out = runner->plan ? runner->plan->run(all) : runner->executor->run(all);
+    std::vector<Tensor> out = runner->run(all);
     // An output that is (a view of) an input or a weight is copied: the caller owns its
     // outputs, may keep them after freeing its inputs, and must not write into the weights.
     for (Tensor& t : out) {
@@ -189,8 +156,6 @@ struct LoadedModel::Graph {
       for (const Tensor& in : all) borrowed = borrowed || (in.defined() && t.shares_storage(in));
       if (borrowed) t = dispatch1(ops::clone, std::span<const Tensor>(&t, 1));
     }
-    std::lock_guard<std::mutex> lock(mutex);
-    idle.push_back(std::move(runner));
     return out;
   }
 };
@@ -268,6 +233,7 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
     KILN_CHECK(static_cast<int64_t>(fused) == entry.kernel_count, "[kiln_rt] ", path,
                ": the graph has ", fused, " fusion groups, the manifest lists ", entry.kernel_count,
                " kernels. ", kReexport);
+    cpu::GraphRunner::Kernels kernels;
     if (fused > 0) {
       std::string library = dir + "/" + entry.kernels;
       check_digest(m, dir, entry.kernels, sha256_file_hex(library));
@@ -279,16 +245,11 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
       check_kernel_target(m, library, dir);
       g->library = std::make_unique<cpu::KernelLibrary>(library);
       cpu::KernelLibrary* lib = g->library.get();
-      g->kernels = cpu::bind_fused_kernels(
+      kernels = cpu::bind_fused_kernels(
           *g->graph, [lib](const std::string& name) { return lib->lookup(name); });
     }
-    // A first runner now: building it is where a graph the executor cannot run fails.
-    auto first = cpu::Plan::build(*g->graph, g->kernels);
-    g->planned = first != nullptr;
-    auto runner = std::make_unique<Graph::Runner>();
-    runner->plan = std::move(first);
-    if (!g->planned) runner = g->make_runner();
-    g->idle.push_back(std::move(runner));
+    // Building the runner is where a graph the executor cannot run fails.
+    g->runner = std::make_unique<cpu::GraphRunner>(g->graph, std::move(kernels));
     parsed.push_back(g->graph.get());
     graphs_.push_back(std::move(g));
   }

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""No source file of kiln includes a header of a layer above its own.
+
+Usage: check_layers.py [REPO_ROOT]
+
+Each folder below belongs to one layer; the layers are ordered bottom to top (the order
+backends/README.md states). Every `#include "..."` of every .h/.cpp is resolved the way the
+build resolves it (the including file's folder, then the include folders), and the folder the
+header lives in must be of the same layer or a lower one. Two more rules: the layers that build
+without LLVM/MLIR (everything but the code generator, the cpu compiler, export and the CLI)
+include none of those, and passes/ names no CPU-codegen fact. Prints every violation and exits
+1, or prints a summary and exits 0.
+"""
+import os
+import re
+import sys
+
+# (layer name, folders), bottom to top. A folder listed later wins for files under it.
+LAYERS = [
+    ("runtime", ["runtime"]),
+    ("ir", ["ir"]),
+    ("passes", ["passes"]),
+    ("backends interface", ["backends/include", "backends/src"]),
+    ("backends/interp", ["backends/interp"]),
+    ("backends/cpu", ["backends/cpu"]),
+    ("backends/cpu codegen", ["backends/cpu/codegen"]),
+    ("backends/cpu compiler", ["backends/cpu/compiler"]),
+    ("frontend artifact format", ["frontend/artifact"]),
+    ("frontend rt", ["frontend/rt"]),
+    ("frontend eager", ["frontend/include", "frontend/src"]),
+    ("frontend compiler (export)", ["frontend/src/export", "frontend/src/compiler",
+                                     "frontend/include/kiln/export.h"]),
+    # The umbrella header: the whole public API (export only with KILN_WITH_COMPILER).
+    ("frontend umbrella", ["frontend/include/kiln/kiln.h"]),
+    ("frontend cli", ["frontend/src/cli"]),
+]
+# Folders that build only with the code generator (they link LLVM/MLIR).
+COMPILER_ONLY = {"backends/cpu codegen", "backends/cpu compiler", "frontend compiler (export)",
+                 "frontend umbrella", "frontend cli"}
+# rt does not sit above the frontend's eager library: it must not include it.
+NOT_BELOW = {("frontend rt", "frontend eager"), ("frontend artifact format", "frontend eager"),
+             ("frontend rt", "frontend compiler (export)")}
+INCLUDE_DIRS = ["runtime/include", "ir/include", "passes/include", "backends/include",
+                "backends/interp/include", "backends/cpu/include", "backends/cpu/gemm/include",
+                "backends/cpu/exec/include", "backends/cpu/codegen/include",
+                "backends/cpu/compiler/include", "frontend/artifact/include",
+                "frontend/rt/include", "frontend/include", "frontend/src", "ir/src",
+                "passes/src", "."]
+# CPU-codegen facts a target-independent pass must not know (passes ask FusionRules).
+PASSES_FORBIDDEN = [r"is_cpu\(\)", r"supported_dtype", r'#\s*include\s+"kiln/(codegen|backends|cpu_exec|cpu_gemm)/']
+# Where passes/ may still test for the CPU, and why.
+PASSES_ALLOWED = {
+    # Constant folding evaluates nodes at compile time with the eager CPU kernels: where the
+    # folding runs, not what a backend generates.
+    ("passes/src/canonicalize_fold.cpp", "is_cpu()"),
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def layer_of(path):
+    best, rank = None, -1
+    for i, (name, folders) in enumerate(LAYERS):
+        for f in folders:
+            if path == f or path.startswith(f + "/"):
+                if best is None or len(f) >= len(best[1]):
+                    best, rank = (name, f), i
+    return (best[0], rank) if best else (None, -1)
+
+
+def resolve(root, source, header):
+    for base in [os.path.dirname(source)] + INCLUDE_DIRS:
+        candidate = os.path.normpath(os.path.join(base, header))
+        if os.path.isfile(os.path.join(root, candidate)):
+            return candidate
+    return None
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../..")
+    root = os.path.abspath(root)
+    problems, checked = [], 0
+    for top in ["runtime", "ir", "passes", "backends", "frontend"]:
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                if not name.endswith((".h", ".cpp", ".hpp")):
+                    continue
+                source = os.path.relpath(os.path.join(folder, name), root)
+                own, own_rank = layer_of(source)
+                if own is None:
+                    continue
+                text = open(os.path.join(root, source), encoding="utf-8").read()
+                checked += 1
+                if own == "passes":
+                    for pattern in PASSES_FORBIDDEN:
+                        for m in re.finditer(pattern, text):
+                            if (source, m.group(0)) in PASSES_ALLOWED:
+                                continue
+                            line = text.count("\n", 0, m.start()) + 1
+                            problems.append(f"{source}:{line}: passes/ names a CPU-codegen fact "
+                                            f"({m.group(0)}); ask PassContext::fusion instead")
+                for m in INCLUDE.finditer(text):
+                    header = resolve(root, source, m.group(1))
+                    if header is None:
+                        continue
+                    theirs, their_rank = layer_of(header)
+                    line = text.count("\n", 0, m.start()) + 1
+                    if their_rank > own_rank or (own, theirs) in NOT_BELOW:
+                        problems.append(f"{source}:{line}: {own} includes {header} "
+                                        f"({theirs}, a layer above)")
+                    elif theirs in COMPILER_ONLY and own not in COMPILER_ONLY:
+                        problems.append(f"{source}:{line}: {own} builds without LLVM/MLIR but "
+                                        f"includes {header} ({theirs})")
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} layering problems in {checked} files")
+        return 1
+    print(f"{checked} files: no include of a higher layer, no CPU-codegen fact in passes/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
