@@ -1,93 +1,20 @@
 // The compiled-module cache: finds the entry whose guards hold, traces and compiles on a
 // miss (logging why), runs the entry's backend with the live parameters and buffers, and
-// writes updated buffers back.
-#include <algorithm>
+// writes updated buffers back. The class is in compile_cache.h; tracing an entry is in
+// compiled_trace.cpp, explain's report in compiled_explain.cpp.
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <tuple>
 
-#include "dynamic_shapes.h"
-#include "guards.h"
+#include "compile_cache.h"
 #include "kiln/autograd.h"
-#include "kiln/backends/backend.h"
-#include "kiln/compile.h"
 #include "kiln/init.h"
 #include "kiln/ir/symbols.h"
-#include "kiln/ops/fused.h"
 #include "kiln/state_epoch.h"
-#include "tracer.h"
 
 namespace kiln::detail {
 
-namespace {
-
-// Traces one forward. `shapes` (one per input; empty: the inputs' own) may hold symbolic
-// sizes. Undefined arguments (an absent mask) stay undefined; `defined_outputs` receives
-// which of forward's results were defined (the graph returns only those).
-std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tensor>& inputs,
-                                      ForwardRef forward,
-                                      std::vector<CapturedConstant>* captured,
-                                      const std::vector<Shape>& shapes,
-                                      std::vector<bool>* defined_outputs,
-                                      const std::vector<std::string>& names,
-                                      std::map<std::string, double>* module_ms = nullptr) {
-  Tracer tracer(model, model.type_name());
-  std::vector<Tensor> symbolic;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) {
-      symbolic.emplace_back();
-      continue;
-    }
-    Shape shape = i < shapes.size() ? shapes[i] : Shape(inputs[i].sizes());
-    symbolic.push_back(tracer.add_input(inputs[i], names.at(i), shape));
-  }
-  std::vector<Tensor> outputs = forward(symbolic);
-  if (defined_outputs) defined_outputs->clear();
-  for (const Tensor& t : outputs) {
-    if (defined_outputs) defined_outputs->push_back(t.defined());
-    if (t.defined()) tracer.add_output(t);
-  }
-  std::unique_ptr<ir::Graph> graph = tracer.finish();
-  ir::verify(*graph);
-  for (const CapturedConstant& c : tracer.captured()) {
-    if (!c.requires_grad) continue;
-    log_warning(
-        str_cat("[compile] ", model.type_name(), ": ", c.op, " in ",
-                c.module_path.empty() ? "the root module" : "module '" + c.module_path + "'",
-                c.loc.known() ? " at " + ir::location_str(c.loc) : "", " reads a ", c.type,
-                " tensor that requires grad but is not a registered parameter: "
-                "the graph holds it as a constant, so it will never be trained. Fix: "
-                "register it with register_parameter."));
-  }
-  if (captured) *captured = tracer.captured();
-  if (module_ms) *module_ms = tracer.module_ms();
-  return graph;
-}
-
-struct Entry {
-  GuardSet guards;
-  std::shared_ptr<const ir::Graph> graph;  // null for a segmented entry
-  const backends::Backend* backend = nullptr;   // the one that runs `graph`
-  std::unique_ptr<backends::Executable> executable;
-  std::string backend_note;  // which backend runs this entry and why
-  std::vector<Tensor> state;  // by graph input: the live parameter / buffer (else undefined)
-  // CompileOptions::freeze: graph input -> the version of the parameter when it was frozen.
-  std::vector<std::pair<size_t, uint64_t>> frozen;
-  std::vector<std::pair<size_t, Tensor>> write_back;  // graph output index -> buffer
-  std::vector<CapturedConstant> captured;
-  std::vector<bool> defined_outputs;  // forward's results; the graph returns the defined ones
-  std::string graph_break;
-  // Segmented mode (an entry whose forward breaks the graph).
-  SegmentCache segments;
-  std::vector<GraphBreak> breaks;  // of the latest call
-  size_t segments_per_call = 0;
-  double trace_ms = 0;
-  std::map<std::string, double> module_ms;  // trace time by module path
-  uint64_t calls = 0;
-};
-
-// Why a frozen entry no longer matches: each parameter changed in place since it was frozen.
 std::vector<std::string> frozen_failures(const Entry& e) {
   std::vector<std::string> out;
   for (const auto& [input, version] : e.frozen) {
@@ -101,94 +28,7 @@ std::vector<std::string> frozen_failures(const Entry& e) {
   return out;
 }
 
-}  // namespace
-
-class CompileCache final : public CompiledCore {
- public:
-  CompileCache(std::shared_ptr<nn::Module> model, CompileOptions options)
-      : model_(std::move(model)),
-        options_(std::move(options)),
-        backend_(options_.backend.empty() ? backends::default_backend()
-                                          : backends::backend(options_.backend)) {
-    KILN_CHECK(options_.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
-               options_.cache_limit, ".");
-  }
-
-  std::vector<Tensor> call(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics,
-                           ForwardRef forward) override;
-  ExplainReport explain() const override;
-  std::vector<TracedGraph> traced_graphs() const override;
-
- private:
-  GuardSet current_guards(const std::vector<Tensor>& tensors, std::vector<StaticArg> statics);
-  Entry* find(const GuardSet& now);
-  // `counted`: the caller already counted the call (under the lock).
-  std::vector<Tensor> run(Entry& entry, const std::vector<Tensor>& tensors, bool counted = false);
-  // Re-runs the C++ forward, executing its ops as segments that end at each host read.
-  std::vector<Tensor> run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
-                                    ForwardRef forward);
-  Entry& add_entry(const std::vector<Tensor>& tensors, GuardSet guards, ForwardRef forward);
-  // The executable of a traced graph, from the backend backends::choose_backend picks for
-  // the calls it guards.
-  void make_executor(Entry& entry, const std::shared_ptr<const ir::Graph>& graph,
-                     const std::vector<Tensor>& tensors);
-  std::unique_ptr<ir::Graph> trace_entry(Entry& entry, const std::vector<Tensor>& tensors,
-                                         ForwardRef forward, SymbolPlan& plan);
-  // The cached entry with the fewest failing guards, and those failures.
-  std::pair<const Entry*, std::vector<std::string>> closest(const GuardSet& now,
-                                                            CompileOptions::Dynamic hints) const;
-  std::vector<uint64_t> dynamic_masks(const std::vector<Tensor>& tensors) const;
-  // Removes the entries whose frozen parameters changed (versions only grow: they can never
-  // match again) and returns why.
-  std::vector<std::string> evict_stale_frozen();
-  // dynamic=Auto: the static dims whose size differs from the closest entry turn dynamic.
-  void remember_changed_dims(const Entry& near, const GuardSet& now);
-
-  std::shared_ptr<nn::Module> model_;
-  CompileOptions options_;
-  const backends::Backend& backend_;  // options_.backend, or the build's default
-  // Guards everything below. A call holds it to match (or add) its entry; a native entry's
-  // graph then runs without it (cpu::CompiledGraph gives each concurrent call a plan of its
-  // own), so threads calling one module run in parallel. Entries are shared: one that is
-  // evicted while a call runs it lives until that call ends.
-  mutable std::mutex mutex_;
-  std::vector<std::shared_ptr<Entry>> entries_;
-  // The module signature as of state epoch `signature_epoch_`: reused while nothing changed.
-  std::shared_ptr<const ModuleSignature> signature_;
-  uint64_t signature_epoch_ = 0;
-  std::vector<std::string> recompile_reasons_;
-  std::vector<uint64_t> auto_dynamic_;   // by input: dims whose size changed (dynamic=Auto)
-  std::vector<uint64_t> forced_static_;  // by input: dims a symbolic trace could not keep
-  bool limit_warned_ = false;
-  uint64_t calls_ = 0, eager_calls_ = 0;
-};
-
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
-}
-
-// "add, relu @fc1" for each fusion group of `g` (and of its regions).
-std::vector<std::string> fusion_groups(const ir::Graph& g) {
-  std::vector<std::string> out;
-  for (const auto& node : g.nodes()) {
-    if (node->op == &ops::fused) {
-      std::string ops;
-      for (const auto& inner : node->regions.at(0)->nodes())
-        ops += (ops.empty() ? "" : ", ") + inner->op->name;
-      out.push_back(ops + (node->module_path.empty() ? "" : " @" + node->module_path));
-      continue;
-    }
-    for (const auto& region : node->regions) {
-      std::vector<std::string> inner = fusion_groups(*region);
-      out.insert(out.end(), inner.begin(), inner.end());
-    }
-  }
-  return out;
-}
 
 // KILN_VERIFY_PASSES=1 runs the IR verifier after every pass of every compiled graph.
 bool verify_passes_from_env() {
@@ -304,80 +144,6 @@ std::vector<Tensor> CompileCache::run(Entry& entry, const std::vector<Tensor>& t
   for (bool defined : entry.defined_outputs)
     results.push_back(defined ? outputs[next++] : Tensor());
   return results;
-}
-
-namespace {
-
-// The plan with only each input's leading dim (the batch) left symbolic.
-SymbolPlan leading_dims_only(SymbolPlan plan) {
-  bool changed = false;
-  for (auto& dims : plan.symbols) {
-    for (size_t d = 1; d < dims.size(); ++d) {
-      changed |= dims[d] >= 0;
-      dims[d] = -1;
-    }
-  }
-  bool any = false;
-  for (const auto& dims : plan.symbols) any |= !dims.empty() && dims[0] >= 0;
-  if (!changed || !any) return SymbolPlan();
-  return plan;
-}
-
-}  // namespace
-
-std::unique_ptr<ir::Graph> CompileCache::trace_entry(Entry& entry,
-                                                     const std::vector<Tensor>& tensors,
-                                                     ForwardRef forward, SymbolPlan& plan) {
-  std::vector<std::string> names = input_names(options_, tensors.size());
-  // Try the requested symbolic dims, then the leading dims alone, then static sizes.
-  while (plan.any()) {
-    // Trace with each sentinel set; the graph holds for every size only if both agree.
-    std::vector<Shape> main, alternate;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      bool defined = tensors[i].defined();
-      main.push_back(defined ? traced_shape(tensors[i], plan.symbols[i], false) : Shape());
-      alternate.push_back(defined ? traced_shape(tensors[i], plan.symbols[i], true) : Shape());
-    }
-    std::string why;
-    try {
-      auto graph = trace_with(*model_, tensors, forward, &entry.captured, main,
-                              &entry.defined_outputs, names, &entry.module_ms);
-      auto twin = trace_with(*model_, tensors, forward, nullptr, alternate, nullptr, names);
-      translate_alternate(*twin);
-      std::optional<std::string> diff = first_difference(*graph, *twin);
-      if (!diff) return graph;
-      why = *diff +
-            " uses a dynamic size in a way a symbolic size cannot express (a sum, a "
-            "quotient or a host comparison of sizes)";
-    } catch (const GraphBreakError&) {
-      throw;
-    } catch (const Error& e) {
-      // The message quotes sentinel numbers: name only the op that refused them.
-      std::string msg = e.what();
-      size_t close = msg.find(']');
-      std::string op = msg.rfind('[', 0) == 0 && close != std::string::npos
-                           ? " in " + msg.substr(0, close + 1)
-                           : "";
-      why = "tracing with symbolic sizes failed" + op +
-            " (a size check there needs the size's value: a layer's feature dim, or host "
-            "arithmetic on x.size(d))";
-    }
-    SymbolPlan next = leading_dims_only(plan);
-    // Remember: later sizes do not retry the dims that just failed.
-    forced_static_.resize(tensors.size(), 0);
-    for (size_t i = 0; i < plan.symbols.size(); ++i)
-      for (size_t d = 0; d < plan.symbols[i].size() && d < 64; ++d)
-        if (plan.symbols[i][d] >= 0 && (next.symbols.empty() || next.symbols[i][d] < 0))
-          forced_static_[i] |= 1ull << d;
-    log_line(LogChannel::Recompiles,
-             str_cat(model_->type_name(),
-                     next.any() ? ": dims after the leading one compiled as static sizes: "
-                                : ": dynamic dims compiled as static sizes: ",
-                     why));
-    plan = std::move(next);
-  }
-  return trace_with(*model_, tensors, forward, &entry.captured, {}, &entry.defined_outputs, names,
-                    &entry.module_ms);
 }
 
 std::vector<Tensor> CompileCache::run_segmented(Entry& entry, const std::vector<Tensor>& tensors,
@@ -534,77 +300,11 @@ std::vector<Tensor> CompileCache::call(const std::vector<Tensor>& tensors,
   return run(*entry, tensors);
 }
 
-std::unique_ptr<ir::Graph> trace_module(nn::Module& model, const std::vector<Tensor>& inputs,
-                                        ForwardRef forward) {
-  return trace_with(model, inputs, forward, nullptr, {}, nullptr,
-                    input_names(CompileOptions{}, inputs.size()));
-}
-
 std::shared_ptr<CompiledCore> make_compiled_core(std::shared_ptr<nn::Module> model,
                                                  CompileOptions options) {
   KILN_CHECK(model != nullptr, "[compile] expected a module, got null.");
   init();  // registers the backends
   return std::make_shared<CompileCache>(std::move(model), std::move(options));
-}
-
-ExplainReport CompileCache::explain() const {
-  std::lock_guard<std::mutex> lock(mutex_);  // a consistent snapshot, even during calls
-  ExplainReport r;
-  r.model = model_->type_name();
-  r.backend = std::string(backend_.name());
-  r.calls = calls_;
-  r.eager_calls = eager_calls_;
-  r.recompile_reasons = recompile_reasons_;
-  for (const auto& e : entries_) {
-    ExplainEntry x;
-    x.guards = describe_guards(e->guards, input_names(options_, e->guards.inputs.size()));
-    x.graph_break = e->graph_break;
-    x.segments = e->segments_per_call;
-    x.segment_hits = e->segments.hits;
-    x.segment_misses = e->segments.misses;
-    x.native_segments = e->segments.native_misses;
-    for (const GraphBreak& b : e->breaks) {
-      x.breaks.push_back(
-          str_cat(b.what, b.loc.known() ? " at " + ir::location_str(b.loc) : "", " in ",
-                  b.module_path.empty() ? "the root module" : "module '" + b.module_path + "'"));
-    }
-    x.trace_ms = e->trace_ms;
-    x.trace_ms_by_module.assign(e->module_ms.begin(), e->module_ms.end());
-    std::sort(x.trace_ms_by_module.begin(), x.trace_ms_by_module.end(),
-              [](const auto& a, const auto& b) { return a.second > b.second; });
-    x.calls = e->calls;
-    if (e->graph) {
-      x.ops = e->graph->node_count();
-      x.graph_text = ir::print_graph(*e->graph);
-    }
-    x.backend = e->backend_note;
-    if (e->executable && e->backend != &backends::reference_backend()) {
-      x.passes = e->executable->pass_timings();
-      x.optimized_graph_text = ir::print_graph(e->executable->optimized_graph());
-      x.fusion_groups = fusion_groups(e->executable->optimized_graph());
-    }
-    for (const CapturedConstant& c : e->captured) {
-      x.captured.push_back(
-          str_cat(c.name, ": ", c.type, " read by ", c.op, " in ",
-                  c.module_path.empty() ? "the root module" : c.module_path,
-                  c.loc.known() ? " at " + ir::location_str(c.loc) : "",
-                  c.requires_grad ? " (requires grad: it will never be trained)" : ""));
-    }
-    r.entries.push_back(std::move(x));
-  }
-  return r;
-}
-
-std::vector<TracedGraph> CompileCache::traced_graphs() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<TracedGraph> out;
-  for (const auto& e : entries_)
-    if (e->graph) out.push_back({e->graph, e->state});
-  return out;
-}
-
-ExplainReport explain_core(const CompiledCore& core) {
-  return core.explain();
 }
 
 }  // namespace kiln::detail
