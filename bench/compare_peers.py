@@ -84,23 +84,24 @@ DASH = "–"
 DEFAULTS = {
     "fashion_mlp": dict(d_in=784, d_hidden=256, d_out=10, dropout=0.3),
     "residual_mlp": dict(d_in=784, d_hidden=256, num_blocks=4, d_out=10),
-    "bn_cnn": dict(in_channels=1, image_size=28, channels1=32, channels2=64, d_hidden=128,
-                   num_classes=10, dropout=0.25),
-    "transformer": dict(image_size=28, d_model=64, nhead=4, num_layers=2, dim_feedforward=128,
-                        dropout=0.1, num_classes=10),
+    "batch_norm_cnn": dict(in_channels=1, image_size=28, channels1=32, channels2=64,
+                           d_hidden=128, num_classes=10, dropout=0.25),
+    "transformer_classifier": dict(image_size=28, d_model=64, nhead=4, num_layers=2,
+                                   dim_feedforward=128, dropout=0.1, num_classes=10),
 }
 BERT = dict(d_model=384, nhead=12, num_layers=6, dim_feedforward=1536)
 
-# name -> family (kiln's catalog name), config overrides (kiln's --config), default batches,
+# row name -> family (kiln's catalog name), config overrides (kiln's --config), default batches,
 # whether kiln's CLI can run it, whether it takes a key-padding mask.
 MODELS = {
     "fashion_mlp": dict(family="fashion_mlp", overrides={}, batches=[1, 64, 1024]),
     "residual_mlp": dict(family="residual_mlp", overrides={}, batches=[1, 64, 1024]),
-    "bn_cnn": dict(family="bn_cnn", overrides={}, batches=[1, 64, 1024]),
-    "transformer": dict(family="transformer", overrides={}, batches=[1, 64, 1024]),
-    "bert_encoder": dict(family="transformer", overrides=BERT, batches=[8]),
-    "bert_encoder_masked": dict(family="transformer", overrides=dict(BERT, image_size=41),
-                                batches=[8], kiln=False, mask=True),
+    "bn_cnn": dict(family="batch_norm_cnn", overrides={}, batches=[1, 64, 1024]),
+    "transformer": dict(family="transformer_classifier", overrides={}, batches=[1, 64, 1024]),
+    "bert_encoder": dict(family="transformer_classifier", overrides=BERT, batches=[8]),
+    "bert_encoder_masked": dict(family="transformer_classifier",
+                                overrides=dict(BERT, image_size=41), batches=[8], kiln=False,
+                                mask=True),
 }
 
 
@@ -213,8 +214,8 @@ def torch_model(name):
             h = self.embed(x.reshape(x.shape[0], s, s)) + self.pos_embedding
             return self.head(self.encoder(h, src_key_padding_mask=padding).mean(1))
 
-    classes = {"fashion_mlp": FashionMLP, "residual_mlp": ResidualMLP, "bn_cnn": BatchNormCNN,
-               "transformer": TransformerClassifier}
+    classes = {"fashion_mlp": FashionMLP, "residual_mlp": ResidualMLP,
+               "batch_norm_cnn": BatchNormCNN, "transformer_classifier": TransformerClassifier}
     torch.manual_seed(0)
     return classes[family]().eval()
 
@@ -267,7 +268,7 @@ def jax_model(name):
                 x = x + apply(b["down"], relu(apply(b["up"], x)))
             return apply(p["head"], x)
 
-    elif family == "bn_cnn":
+    elif family == "batch_norm_cnn":
         c1, c2, side = c["channels1"], c["channels2"], c["image_size"] // 4
 
         def norm(ch):

@@ -48,10 +48,10 @@ has "$tmp/interp.txt" "(backend interp)" "--backend interp"
 has "$tmp/interp.txt" "backend: interp (the reference executor)" "--backend interp"
 
 # A graph-breaking forward: no compile stats of its own, the line says why.
-run seg bench --model halving-mlp --iters 2
-[ "$rc" -eq 0 ] || fail "halving-mlp: exit $rc: $(cat "$tmp/seg.txt")"
-table "$tmp/seg.txt" "halving-mlp"
-has "$tmp/seg.txt" "backend: cpu: the forward graph-breaks and runs in segments" "halving-mlp"
+run seg bench --model halving_mlp --iters 2
+[ "$rc" -eq 0 ] || fail "halving_mlp: exit $rc: $(cat "$tmp/seg.txt")"
+table "$tmp/seg.txt" "halving_mlp"
+has "$tmp/seg.txt" "backend: cpu: the forward graph-breaks and runs in segments" "halving_mlp"
 
 run opt bench --model fashion_mlp --bogus 1
 [ "$rc" -eq 1 ] || fail "unknown option: exit $rc"

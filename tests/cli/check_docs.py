@@ -4,7 +4,7 @@ with the line below and compares what it prints with what the block shows.
 
     <!-- checked by tests/cli/check_docs.py -->
     ```text
-    $ kiln summary --model bn_cnn
+    $ kiln summary --model batch_norm_cnn
     (its output, exactly)
     ```
 

@@ -33,15 +33,15 @@ run badbackend explain --model fashion_mlp --backend gpu
 [ "$rc" -eq 1 ] || fail "--backend gpu: exit $rc"
 has "$tmp/badbackend.txt" "--backend expects one of cpu, interp, got 'gpu'" "--backend gpu"
 
-run break explain --model halving-mlp --fullgraph
-[ "$rc" -ne 0 ] || fail "halving-mlp --fullgraph: exit 0"
-has "$tmp/break.txt" "halving_mlp.cpp:" "halving-mlp --fullgraph"
-has "$tmp/break.txt" "compile(fullgraph) failed" "halving-mlp --fullgraph"
+run break explain --model halving_mlp --fullgraph
+[ "$rc" -ne 0 ] || fail "halving_mlp --fullgraph: exit 0"
+has "$tmp/break.txt" "halving_mlp.cpp:" "halving_mlp --fullgraph"
+has "$tmp/break.txt" "compile(fullgraph) failed" "halving_mlp --fullgraph"
 
-run while explain --model halving-mlp-while --fullgraph --batch 3
-[ "$rc" -eq 0 ] || fail "halving-mlp-while --fullgraph: exit $rc: $(cat "$tmp/while.txt")"
-has "$tmp/while.txt" "while_loop" "halving-mlp-while"
-has "$tmp/while.txt" "float32[3, 1, 28, 28], then float32[4, 1, 28, 28]" "halving-mlp-while --batch"
+run while explain --model halving_mlp_while --fullgraph --batch 3
+[ "$rc" -eq 0 ] || fail "halving_mlp_while --fullgraph: exit $rc: $(cat "$tmp/while.txt")"
+has "$tmp/while.txt" "while_loop" "halving_mlp_while"
+has "$tmp/while.txt" "float32[3, 1, 28, 28], then float32[4, 1, 28, 28]" "halving_mlp_while --batch"
 
 run dot explain --model fashion_mlp --dot "$tmp/x.dot"
 [ "$rc" -eq 0 ] || fail "--dot: exit $rc: $(cat "$tmp/dot.txt")"
@@ -62,12 +62,12 @@ if command -v dot > /dev/null; then
 fi
 
 # Without --fullgraph the break runs eagerly; the DOT holds the ops traced before it.
-run partial explain --model halving-mlp --dot "$tmp/partial.dot"
-[ "$rc" -eq 0 ] || fail "halving-mlp: exit $rc: $(cat "$tmp/partial.txt")"
-has "$tmp/partial.txt" "the trace stops here" "halving-mlp"
-has "$tmp/partial.txt" "2 graph breaks" "halving-mlp"
-has "$tmp/partial.dot" "digraph" "halving-mlp --dot"
-has "$tmp/partial.dot" "fc2" "halving-mlp --dot"
+run partial explain --model halving_mlp --dot "$tmp/partial.dot"
+[ "$rc" -eq 0 ] || fail "halving_mlp: exit $rc: $(cat "$tmp/partial.txt")"
+has "$tmp/partial.txt" "the trace stops here" "halving_mlp"
+has "$tmp/partial.txt" "2 graph breaks" "halving_mlp"
+has "$tmp/partial.dot" "digraph" "halving_mlp --dot"
+has "$tmp/partial.dot" "fc2" "halving_mlp --dot"
 
 run opt explain --model fashion_mlp --bogus 1
 [ "$rc" -eq 1 ] || fail "unknown option: exit $rc"
@@ -75,7 +75,7 @@ has "$tmp/opt.txt" "unknown option '--bogus'. Options: --model NAME, --config JS
 run nomodel explain
 [ "$rc" -eq 1 ] || fail "no --model: exit $rc"
 has "$tmp/nomodel.txt" "--model NAME is required. Models: fashion_mlp" "no --model"
-has "$tmp/nomodel.txt" "halving-mlp-while" "no --model"
+has "$tmp/nomodel.txt" "halving_mlp_while" "no --model"
 run batch explain --model fashion_mlp --batch 0
 [ "$rc" -eq 1 ] || fail "--batch 0: exit $rc"
 has "$tmp/batch.txt" "--batch expects an integer in [1, 1048576], got 0" "--batch 0"

@@ -15,9 +15,9 @@ refused mlp_max "the shape [9223372036854775807, 784] has $too_many" \
 refused mlp_2e62 "the shape [4611686018427387904, 784] has $too_many" \
   summary --model fashion_mlp --config '{"d_hidden": 4611686018427387904}'
 refused residual "$too_many" summary --model residual_mlp --config '{"d_hidden": 9223372036854775807}'
-refused cnn "$too_many" summary --model bn_cnn --config '{"channels1": 4611686018427387904}'
+refused cnn "$too_many" summary --model batch_norm_cnn --config '{"channels1": 4611686018427387904}'
 refused transformer "$too_many" \
-  summary --model transformer --config '{"d_model": 4611686018427387904, "nhead": 1}'
+  summary --model transformer_classifier --config '{"d_model": 4611686018427387904, "nhead": 1}'
 refused bench_mlp "$too_many" bench --model fashion_mlp --config '{"d_hidden": 9223372036854775807}'
 # Fits memory's address space but not the per-tensor limit: refused before anything is
 # written (it once grew to 22 GB until the OOM killer ended it); the limit is settable.
@@ -31,7 +31,7 @@ has "$tmp/limit.txt" "more than the limit of 1000 per tensor" "KILN_MAX_STATE_EL
 # The CLI feeds 28 x 28 images: a config made for other images is refused with the --config
 # fix before anything is built (the allocator's out-of-memory error is tested in C++).
 refused transformer_oom "needs 28 pixels per image side" \
-  summary --model transformer --config '{"image_size": 3037000500}'
+  summary --model transformer_classifier --config '{"image_size": 3037000500}'
 # A --save path that cannot be written fails before training (no dataset is read).
 refused save_missing_dir "the directory '/nonexistent' does not exist" \
   train --model fashion_mlp --epochs 1 --save /nonexistent/x.safetensors
@@ -41,26 +41,11 @@ fi
 refused save_is_dir "is a directory" train --model fashion_mlp --epochs 1 --save "$tmp"
 # A checkpoint whose stored input_shape is 100000 x 100000 pixels: export refuses the example
 # input before allocating it (it once tried to allocate 80 GB), naming the estimate.
-python3 - "$tmp/huge_input.safetensors" <<'PY'
-import json, struct, sys
-# FashionMLP with d_hidden 1: six small tensors, zeros.
-shapes = {"fc1.weight": [1, 784], "fc1.bias": [1], "fc2.weight": [1, 1], "fc2.bias": [1],
-          "fc3.weight": [10, 1], "fc3.bias": [10]}
-kiln = {"format_version": 1, "kiln_version": "0.1.0", "contents": "model",
-        "config": {"model": "fashion_mlp", "config": {"d_hidden": 1},
-                   "input_shape": [1, 100000, 100000]}}
-header, offset = {"__metadata__": {"format": "pt", "kiln": json.dumps(kiln)}}, 0
-for name, shape in shapes.items():
-    count = 1
-    for d in shape:
-        count *= d
-    header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + 4 * count]}
-    offset += 4 * count
-text = json.dumps(header).encode()
-text += b" " * (-len(text) % 8)
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<Q", len(text)) + text + bytes(offset))
-PY
+# FashionMLP with d_hidden 1: six small tensors.
+zero_checkpoint "$tmp/huge_input.safetensors" \
+  '{"model": "fashion_mlp", "config": {"d_hidden": 1}, "input_shape": [1, 100000, 100000]}' \
+  '{"fc1.weight": [1, 784], "fc1.bias": [1], "fc2.weight": [1, 1], "fc2.bias": [1],
+    "fc3.weight": [10, 1], "fc3.bias": [10]}'
 refused huge_input "the example input [2, 1, 100000, 100000] needs at least 80000000000 bytes for the input itself" \
   export --checkpoint "$tmp/huge_input.safetensors" -o "$tmp/huge.kiln"
 [ ! -e "$tmp/huge.kiln" ] || fail "huge_input: an artifact was written"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How every `kiln` command reads its command line: --help everywhere, --flag=value, repeated
 # and conflicting flags refused, one meaning per flag name, numbers range-checked (never a
-# silent "all"), did-you-mean suggestions for commands, options, models and config keys,
+# silent "all"), did-you-mean suggestions for commands, options, models and config keys, model
+# names in every spelling (catalog name, '-' for '_', earlier names),
 # config errors phrased as --config fixes, and no kiln source paths in messages unless
 # KILN_LOG asks. Also `kiln compile` end to end (it needs no dataset).
 # Usage: options.sh KILN_BINARY.
@@ -38,6 +39,33 @@ refused model_typo "unknown model 'fashion_mpl'. Did you mean 'fashion_mlp'?" \
 refused key_typo "has no key 'd_hiden'. Did you mean 'd_hidden'?" \
   summary --model fashion_mlp --config '{"d_hiden": 64}'
 refused backend_typo "Did you mean 'interp'?" bench --model fashion_mlp --backend intrp
+
+# Model names: the catalog name, the same with '-' for '_', and an earlier name all name one
+# model, shown by its catalog name; an unknown name lists the catalog names.
+for spelling in residual_mlp residual-mlp; do
+  run "spelling_$spelling" summary --model "$spelling"
+  [ "$rc" -eq 0 ] || fail "--model $spelling: exit $rc: $(cat "$tmp/spelling_$spelling.txt")"
+  has "$tmp/spelling_$spelling.txt" "model residual_mlp {" "--model $spelling"
+done
+for alias in bn_cnn bn-cnn; do
+  run "alias_$alias" summary --model "$alias"
+  [ "$rc" -eq 0 ] || fail "--model $alias: exit $rc: $(cat "$tmp/alias_$alias.txt")"
+  has "$tmp/alias_$alias.txt" "model batch_norm_cnn {" "--model $alias"
+done
+refused model_unknown "unknown model 'resnet'. Models: fashion_mlp, residual_mlp, batch_norm_cnn, lazy_cnn, transformer_classifier, halving_mlp, halving_mlp_while." \
+  summary --model resnet
+refused model_alias_typo "unknown model 'transfomer'. Did you mean 'transformer_classifier'?" \
+  summary --model transfomer
+# A checkpoint saved under an earlier name ("halving-mlp-while") loads as its catalog name.
+zero_checkpoint "$tmp/old_name.safetensors" \
+  '{"model": "halving-mlp-while", "config": {"d_hidden": 1}, "input_shape": [1, 28, 28]}' \
+  '{"fc1.weight": [1, 784], "fc1.bias": [1], "fc2.weight": [10, 1], "fc2.bias": [10]}'
+run old_name compile --checkpoint "$tmp/old_name.safetensors" --backend interp
+[ "$rc" -eq 0 ] || fail "checkpoint under an earlier name: exit $rc: $(cat "$tmp/old_name.txt")"
+has "$tmp/old_name.txt" "model halving_mlp_while {" "checkpoint under an earlier name"
+run top_models --help
+has "$tmp/top_models.txt" "models: fashion_mlp, residual_mlp, batch_norm_cnn, lazy_cnn, transformer_classifier, halving_mlp, halving_mlp_while" \
+  "kiln --help lists the catalog names"
 
 # --flag=value is --flag value; a flag takes no value.
 run equals summary --model=fashion_mlp --config='{"d_hidden": 32}'
@@ -105,8 +133,8 @@ run compile2 compile --model fashion_mlp --batch 4 --cache-dir "$tmp/cache"
 [ "$rc" -eq 0 ] || fail "compile (cached): exit $rc: $(cat "$tmp/compile2.txt")"
 has "$tmp/compile2.txt" "cache hit" "compile: the second run loads the cached kernels"
 refused compile_none "expected --model NAME or --checkpoint FILE" compile
-run compile_interp compile --model halving-mlp --backend interp
-[ "$rc" -eq 0 ] || fail "compile halving-mlp: exit $rc: $(cat "$tmp/compile_interp.txt")"
+run compile_interp compile --model halving_mlp --backend interp
+[ "$rc" -eq 0 ] || fail "compile halving_mlp: exit $rc: $(cat "$tmp/compile_interp.txt")"
 has "$tmp/compile_interp.txt" "segments per call" "compile of a graph-breaking model"
 
 echo "options.sh: all passed"

@@ -553,7 +553,7 @@ TEST(CompileModels, TransformerLayerNormsAreRowKernelsWithTheirResidualAdds) {
   // Two encoder layers with two layer_norms each, and the encoder's final norm: 5 row
   // kernels, each with the residual (or positional) add before it. The attention itself is
   // one fused scaled_dot_product_attention node per layer, not a kernel.
-  ExplainEntry e = compiled_entry("transformer", {4, 1, 28, 28});
+  ExplainEntry e = compiled_entry("transformer_classifier", {4, 1, 28, 28});
   size_t rows = 0;
   for (size_t at = 0; (at = e.optimized_graph_text.find("kind=\"row\"", at)) != std::string::npos;
        ++at)

@@ -1,4 +1,4 @@
-// The built-in halving-mlp models: the plain C++ loop on a tensor and its kiln::while_loop
+// The built-in halving_mlp models: the plain C++ loop on a tensor and its kiln::while_loop
 // rewrite agree eagerly; compiled, the loop is a graph break naming its line in
 // halving_mlp.cpp, while the while_loop version is one graph equal to eager bit for bit.
 #include <gtest/gtest.h>
@@ -52,8 +52,8 @@ int loop_line() {
 }
 
 TEST(HalvingMLP, EagerLoopAndWhileLoopAgree) {
-  auto plain = built("halving-mlp");
-  auto rewritten = built("halving-mlp-while");
+  auto plain = built("halving_mlp");
+  auto rewritten = built("halving_mlp_while");
   EXPECT_EQ(rewritten->type_name(), "HalvingMLPWhile");
   for (double scale : {0.001, 1.0, 100.0}) {
     Tensor x = example(3) * scale;
@@ -65,7 +65,7 @@ TEST(HalvingMLP, EagerLoopAndWhileLoopAgree) {
 }
 
 TEST(HalvingMLP, FullgraphNamesTheLoopLineAndTheFix) {
-  auto model = built("halving-mlp");
+  auto model = built("halving_mlp");
   auto compiled = compile(model, {.fullgraph = true});
   Tensor x = example(2);
   std::string msg;
@@ -82,7 +82,7 @@ TEST(HalvingMLP, FullgraphNamesTheLoopLineAndTheFix) {
 }
 
 TEST(HalvingMLP, WhileLoopVersionIsOneGraphEqualToEager) {
-  auto model = built("halving-mlp-while");
+  auto model = built("halving_mlp_while");
   auto compiled = compile(model, {.fullgraph = true});
   for (int i = 0; i < 3; ++i) {
     Tensor x = example(2) * (i + 1);
@@ -93,7 +93,7 @@ TEST(HalvingMLP, WhileLoopVersionIsOneGraphEqualToEager) {
 }
 
 TEST(HalvingMLP, WithoutFullgraphTheBreakRunsAndMatchesEager) {
-  auto model = built("halving-mlp");
+  auto model = built("halving_mlp");
   auto compiled = compile(model);
   for (int i = 0; i < 2; ++i) {
     Tensor x = example(2);
@@ -106,7 +106,7 @@ TEST(HalvingMLP, WithoutFullgraphTheBreakRunsAndMatchesEager) {
 // groups as kernels, and the plain loop's segments are compiled too.
 TEST(HalvingMLP, BothVersionsRunOnTheCpuBackendWithoutGradients) {
   NoGradGuard no_grad;
-  for (const char* name : {"halving-mlp", "halving-mlp-while"}) {
+  for (const char* name : {"halving_mlp", "halving_mlp_while"}) {
     auto model = built(name);
     auto compiled = compile(model, {.backend = "cpu"});
     for (int i = 0; i < 3; ++i) {
@@ -131,12 +131,12 @@ TEST(HalvingMLP, BothVersionsRunOnTheCpuBackendWithoutGradients) {
 }
 
 TEST(HalvingMLP, ConfigIsCheckedAndRoundTrips) {
-  json::Value cfg = models::resolve_config("halving-mlp-while", json::parse(R"({"d_hidden":8})"));
+  json::Value cfg = models::resolve_config("halving_mlp_while", json::parse(R"({"d_hidden":8})"));
   EXPECT_EQ(json::dump(cfg), R"({"d_in":784,"d_hidden":8,"d_out":10})");
   expect_error([] { models::build(models::HalvingMLPConfig{.d_hidden = 0}); },
                {"[HalvingMLPConfig] expected d_hidden > 0, found 0", "Fix"});
-  expect_error([] { models::build_model("halving-mlp", json::parse(R"({"depth":2})")); },
-               {"[halving-mlp config] unknown config key 'depth'"});
+  expect_error([] { models::build_model("halving_mlp", json::parse(R"({"depth":2})")); },
+               {"[halving_mlp config] unknown config key 'depth'"});
 }
 
 }  // namespace

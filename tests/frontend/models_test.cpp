@@ -146,6 +146,62 @@ TEST(Models, RegistryBuildsEveryModelFromJson) {
                {"[fashion_mlp config] unknown config key 'width'"});
 }
 
+TEST(Models, RegistryReadsDashesAndEarlierNamesAsTheCatalogName) {
+  EXPECT_EQ(models::canonical_model_name("residual_mlp"), "residual_mlp");
+  EXPECT_EQ(models::canonical_model_name("residual-mlp"), "residual_mlp");
+  EXPECT_EQ(models::canonical_model_name("bn_cnn"), "batch_norm_cnn");
+  EXPECT_EQ(models::canonical_model_name("bn-cnn"), "batch_norm_cnn");
+  EXPECT_EQ(models::canonical_model_name("transformer"), "transformer_classifier");
+  EXPECT_EQ(models::canonical_model_name("halving-mlp-while"), "halving_mlp_while");
+  EXPECT_EQ(models::canonical_model_name("resnet"), "");
+  // Suggestions are catalog names, also for a typo of an earlier name.
+  EXPECT_EQ(models::suggest_model_name("residual-mpl"), "residual_mlp");
+  EXPECT_EQ(models::suggest_model_name("transfomer"), "transformer_classifier");
+  EXPECT_EQ(models::suggest_model_name("resnet"), "");
+  // Every spelling builds the same model, and its errors name the catalog name.
+  EXPECT_EQ(count_params(*models::build_model("bn-cnn")),
+            count_params(*models::build_model("batch_norm_cnn")));
+  EXPECT_EQ(models::resolve_config("transformer"),
+            models::resolve_config("transformer_classifier"));
+  expect_error([] { models::resolve_config("bn_cnn", json::parse(R"({"width":3})")); },
+               {"[batch_norm_cnn config] unknown config key 'width'"});
+  expect_error([] { models::build_model("transfomer"); },
+               {"unknown model 'transfomer'. Did you mean 'transformer_classifier'?",
+                "Known models: fashion_mlp, residual_mlp, batch_norm_cnn, lazy_cnn, "
+                "transformer_classifier, halving_mlp, halving_mlp_while."});
+}
+
+// Checkpoints hold the model's name: save_model writes the catalog name, and a file written
+// under an earlier name ("bn_cnn", "halving-mlp") still loads, as the catalog name.
+TEST(Models, LoadModelReadsACheckpointSavedUnderAnEarlierName) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "kiln_models_alias.safetensors").string();
+  auto model = models::build_model("batch_norm_cnn");
+  models::save_model(*model, "bn_cnn", {}, path);
+  json::Value entry = load_checkpoint(path).config;
+  EXPECT_EQ(entry.find("model")->as_string(), "batch_norm_cnn");
+  for (const char* old_name : {"bn_cnn", "bn-cnn"}) {
+    SCOPED_TRACE(old_name);
+    entry["model"] = old_name;
+    save(*model, path, entry);
+    models::SavedModel saved = models::load_model(path);
+    EXPECT_EQ(saved.name, "batch_norm_cnn");
+    EXPECT_EQ(saved.config, models::resolve_config("batch_norm_cnn"));
+    EXPECT_EQ(count_params(*saved.model), count_params(*model));
+  }
+  auto halving = models::build_model("halving_mlp");
+  json::Value halving_entry = json::Object{};
+  halving_entry["model"] = "halving-mlp";
+  halving_entry["config"] = models::resolve_config("halving_mlp");
+  save(*halving, path, halving_entry);
+  EXPECT_EQ(models::load_model(path).name, "halving_mlp");
+  halving_entry["model"] = "resnet";
+  save(*halving, path, halving_entry);
+  expect_error([&] { models::load_model(path); },
+               {"[models] unknown model 'resnet'.", "Known models: fashion_mlp, residual_mlp"});
+  std::filesystem::remove(path);
+}
+
 // A module whose constant is registered as a non-persistent buffer: it moves with to() but
 // is not part of the checkpoint.
 struct ScaledResidual : nn::Module {

@@ -28,7 +28,8 @@ int run_run(const std::vector<std::string>& args);
 // "fashion_mlp, residual_mlp, ..." for messages.
 std::string model_names();
 
-// --model's value: required, and a catalog name (an unknown one gets a did-you-mean).
+// --model's value as its catalog name: required, any spelling the catalog accepts ('-' for
+// '_', an earlier name); an unknown one gets a did-you-mean and the list of names.
 std::string model_option(const Args& args);
 
 // The complete config of catalog model `name` from --config (its defaults overridden), checked

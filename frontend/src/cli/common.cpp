@@ -52,13 +52,11 @@ std::string model_names() {
 std::string model_option(const Args& args) {
   KILN_CHECK(args.has("model"), "--model NAME is required. Models: ", model_names(), ".");
   const std::string name = args.str("model", "");
-  std::vector<std::string> names;
-  for (const auto& info : models::model_catalog()) {
-    if (info.name == name) return name;
-    names.push_back(info.name);
-  }
-  KILN_FAIL("unknown model '", name, "'.", did_you_mean(name, names), " Models: ", model_names(),
-            ".");
+  const std::string canonical = models::canonical_model_name(name);
+  if (!canonical.empty()) return canonical;
+  const std::string close = models::suggest_model_name(name);
+  KILN_FAIL("unknown model '", name, "'.", close.empty() ? "" : " Did you mean '" + close + "'?",
+            " Models: ", model_names(), ".");
 }
 
 json::Value resolved_config(const std::string& name, const Args& args, bool for_training) {

@@ -98,7 +98,7 @@ bool show_compile(const std::shared_ptr<nn::Module>& model,
   // A data-dependent loop: a graph break, pointing at the line; the while_loop rewrite
   // compiles to one graph.
   manual_seed(0);
-  auto halving = models::build_model("halving-mlp", models::resolve_config("halving-mlp"));
+  auto halving = models::build_model("halving_mlp", models::resolve_config("halving_mlp"));
   Tensor x = randn({4, 1, 28, 28});
   std::cout << "\nHalvingMLP: while (abs(X).sum() > 1) X = X / 2;\n";
   try {
@@ -111,7 +111,8 @@ bool show_compile(const std::shared_ptr<nn::Module>& model,
   std::cout << "  compile(): runs in " << explain(segmented).entries.at(0).segments
             << " segments per call, results " << (same_segmented ? "equal" : "DIFFERENT")
             << " to eager\n";
-  auto rewritten = models::build_model("halving-mlp-while", models::resolve_config("halving-mlp-while"));
+  auto rewritten =
+      models::build_model("halving_mlp_while", models::resolve_config("halving_mlp_while"));
   rewritten->load_state_dict(halving->state_dict());
   auto one_graph = compile(rewritten, {.fullgraph = true});
   bool same_while = (one_graph(x) == (*halving)(x)).all().item<bool>();

@@ -12,9 +12,11 @@ void save_model(const nn::Module& model, const std::string& name, const json::Va
                 const std::vector<int64_t>& input_shape) {
   json::Array shape;
   for (int64_t d : input_shape) shape.emplace_back(d);
+  // resolve_config refuses an unknown name first; the file stores the catalog spelling.
+  json::Value resolved = resolve_config(name, config);
   json::Object entry;
-  entry.emplace_back("model", name);
-  entry.emplace_back("config", resolve_config(name, config));
+  entry.emplace_back("model", canonical_model_name(name));
+  entry.emplace_back("config", std::move(resolved));
   entry.emplace_back("input_shape", std::move(shape));
   kiln::save(model, path, json::Value(std::move(entry)), extra);
 }
@@ -30,7 +32,10 @@ SavedModel load_model(const std::string& path) {
              c.is_null() ? "none" : json::dump(c),
              "). Fix: save it with kiln::models::save_model or `kiln train --save`; a plain state "
              "dict loads with kiln::load(model, path) into a model you build yourself.");
-  SavedModel saved{name->as_string(), resolve_config(name->as_string(), *config), nullptr,
+  // A file saved under an earlier name ("bn_cnn") loads as its catalog name: resolve_config
+  // accepts every spelling and refuses an unknown one with the catalog's names.
+  json::Value resolved = resolve_config(name->as_string(), *config);
+  SavedModel saved{canonical_model_name(name->as_string()), std::move(resolved), nullptr,
                    ckpt.metadata};
   {
     // The stored config is checked against the file's tensors while the model is built: a

@@ -5,6 +5,8 @@
 //   saved.model  // a FashionMLP with the trained weights
 //
 // The checkpoint's config entry is {"model": NAME, "config": {...}, "input_shape": [...]}.
+// NAME is written as the catalog name; on reading, any spelling the catalog accepts (an
+// earlier name such as "bn_cnn", '-' for '_') loads, and SavedModel::name is the catalog name.
 // input_shape (one sample, no batch dim) records what the model reads, for tools such as
 // `kiln summary`; lazy layers need no dry run to load (load_state_dict materializes them).
 #pragma once
@@ -20,7 +22,7 @@
 namespace kiln::models {
 
 struct SavedModel {
-  std::string name;    // the catalog name ("fashion_mlp")
+  std::string name;    // the catalog name ("fashion_mlp"), whatever spelling the file has
   json::Value config;  // the complete config it was built from
   std::shared_ptr<nn::Module> model;
   // The checkpoint's other metadata (e.g. "test_accuracy" written by `kiln train`).
