@@ -487,7 +487,7 @@ struct BertEncoder : nn::Module {
     auto layer = std::make_shared<nn::TransformerEncoderLayer>(
         384, 12,
         nn::TransformerEncoderLayerOptions{.dim_feedforward = 1536,
-                                           .activation = "gelu",
+                                           .activation = nn::TransformerActivation::GELU,
                                            .batch_first = true,
                                            .norm_first = true});
     encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(

@@ -333,14 +333,14 @@ KILN_MODEL_TESTS(TransformerEncoderLayer, encoder_layer)
 
 // Pre-norm, gelu, a causal mask and a key padding mask (registered buffers).
 struct MaskedEncoderLayer : nn::Module {
-  nn::ModulePtr<nn::TransformerEncoderLayer> layer =
-      register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
-                                   8, 2,
-                                   nn::TransformerEncoderLayerOptions{.dim_feedforward = 16,
-                                                                      .dropout = 0.2,
-                                                                      .activation = "gelu",
-                                                                      .batch_first = true,
-                                                                      .norm_first = true}));
+  nn::ModulePtr<nn::TransformerEncoderLayer> layer = register_module(
+      "layer", std::make_shared<nn::TransformerEncoderLayer>(
+                   8, 2,
+                   nn::TransformerEncoderLayerOptions{.dim_feedforward = 16,
+                                                      .dropout = 0.2,
+                                                      .activation = nn::TransformerActivation::GELU,
+                                                      .batch_first = true,
+                                                      .norm_first = true}));
   Tensor causal = register_buffer("causal", triu(ones({5, 5}), 1) > 0);
   Tensor padding = register_buffer(
       "padding", Tensor::from_vector<float>({0, 0, 0, 1, 1, 0, 0, 0, 0, 1}).reshape({2, 5}) > 0);

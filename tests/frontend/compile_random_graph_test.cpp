@@ -250,7 +250,7 @@ class ProgramBuilder {
         push(relu(x));
         break;
       case 12:
-        push(gelu(x, rng_.coin()));
+        push(gelu(x, rng_.coin() ? GeluApproximation::Tanh : GeluApproximation::None));
         break;
       case 13:
         push(silu(x));

@@ -171,14 +171,15 @@ TEST(Parity, MultiheadAttentionCausalBatchFirst) {
   });
 }
 
-void check_encoder_layer(bool norm_first, const std::string& activation) {
+void check_encoder_layer(bool norm_first, nn::TransformerActivation activation) {
   nn::TransformerEncoderLayer layer(8, 2,
                                     {.dim_feedforward = 16,
                                      .dropout = 0.0,
                                      .activation = activation,
                                      .batch_first = true,
                                      .norm_first = norm_first});
-  std::string name = std::string("encoder_layer_") + (norm_first ? "pre_" : "post_") + activation;
+  std::string name = std::string("encoder_layer_") + (norm_first ? "pre_" : "post_") +
+                     nn::transformer_activation_name(activation);
   check_parity(name, layer, [&](const Inputs& in) {
     return Outputs{{"y", nn::call(layer, in.at("src"), in.at("src_mask"),
                                   in.at("src_key_padding_mask"), /*is_causal=*/true)}};
@@ -186,16 +187,16 @@ void check_encoder_layer(bool norm_first, const std::string& activation) {
 }
 
 TEST(Parity, TransformerEncoderLayerPostNormRelu) {
-  check_encoder_layer(false, "relu");
+  check_encoder_layer(false, nn::TransformerActivation::ReLU);
 }
 TEST(Parity, TransformerEncoderLayerPostNormGelu) {
-  check_encoder_layer(false, "gelu");
+  check_encoder_layer(false, nn::TransformerActivation::GELU);
 }
 TEST(Parity, TransformerEncoderLayerPreNormRelu) {
-  check_encoder_layer(true, "relu");
+  check_encoder_layer(true, nn::TransformerActivation::ReLU);
 }
 TEST(Parity, TransformerEncoderLayerPreNormGelu) {
-  check_encoder_layer(true, "gelu");
+  check_encoder_layer(true, nn::TransformerActivation::GELU);
 }
 
 }  // namespace

@@ -68,7 +68,9 @@ Register elementwise({
     with_dtypes(unary("relu", kiln::relu, [](double x) { return x > 0 ? x : 0; }, Gen::Int), kInts, "ints"),
     unary("gelu", [](const Tensor& x) { return kiln::gelu(x); }, gelu_ref),
     [] {
-      OpCase c = unary("gelu", [](const Tensor& x) { return kiln::gelu(x, true); }, gelu_tanh_ref);
+      OpCase c = unary(
+          "gelu", [](const Tensor& x) { return kiln::gelu(x, GeluApproximation::Tanh); },
+          gelu_tanh_ref);
       c.label = "tanh";
       return c;
     }(),

@@ -435,8 +435,9 @@ void backward_of(const Tensor& y) {
 // A sample of frontend calls (with their backwards) reaching every op that has attributes.
 void run_sample(Generator& gen) {
   Tensor x = leaf({3, 5}, gen);
-  for (Tensor y : {gelu(x, true), leaky_relu(x, 0.2), elu(x, 0.5), clamp(x, -0.5, 0.5),
-                   pow(x, Scalar(2.0)), relu(x) + exp(x) * sigmoid(x), where(x > 0, x, -x)})
+  for (Tensor y :
+       {gelu(x, GeluApproximation::Tanh), leaky_relu(x, 0.2), elu(x, 0.5), clamp(x, -0.5, 0.5),
+        pow(x, Scalar(2.0)), relu(x) + exp(x) * sigmoid(x), where(x > 0, x, -x)})
     backward_of(y);
   backward_of(cast(x, kFloat64));
   ops::set_debug_print_sink([](std::string_view) {});

@@ -34,7 +34,7 @@ TransformerClassifier::TransformerClassifier(const TransformerClassifierConfig& 
       cfg.d_model, cfg.nhead,
       nn::TransformerEncoderLayerOptions{.dim_feedforward = cfg.dim_feedforward,
                                          .dropout = cfg.dropout,
-                                         .activation = "gelu",
+                                         .activation = nn::TransformerActivation::GELU,
                                          .batch_first = true,
                                          .norm_first = true});
   encoder = register_module(

@@ -109,9 +109,13 @@ Tensor floor(const Tensor& x) { return unary(ops::floor, x); }
 Tensor ceil(const Tensor& x) { return unary(ops::ceil, x); }
 Tensor round(const Tensor& x) { return unary(ops::round, x); }
 
-Tensor gelu(const Tensor& x, bool tanh_approximation) {
+const char* gelu_approximation_name(GeluApproximation approximate) {
+  return approximate == GeluApproximation::Tanh ? "tanh" : "none";
+}
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   ops::GeluAttrs a;
-  a.tanh_approximation = tanh_approximation;
+  a.tanh_approximation = approximate == GeluApproximation::Tanh;
   return floating_unary(ops::gelu, x, a);
 }
 Tensor leaky_relu(const Tensor& x, double negative_slope) {

@@ -25,7 +25,13 @@ Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+
+// GELU's form, as PyTorch's approximate="none" / "tanh": the exact x * Phi(x) with erf, or
+// its tanh approximation.
+enum class GeluApproximation { None, Tanh };
+const char* gelu_approximation_name(GeluApproximation approximate);  // "none", "tanh"
+Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
+
 Tensor silu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor elu(const Tensor& x, double alpha = 1.0);

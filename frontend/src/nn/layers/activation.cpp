@@ -12,18 +12,14 @@ Tensor ReLU::forward(const Tensor& input) {
   return kiln::relu(input);
 }
 
-GELU::GELU(std::string approximate) : approximate(std::move(approximate)) {
-  KILN_CHECK(this->approximate == "none" || this->approximate == "tanh",
-             "[GELU] approximate must be \"none\" or \"tanh\", got \"", this->approximate,
-             "\". Fix: use one of them.");
-}
+GELU::GELU(GeluApproximation approximate) : approximate(approximate) {}
 
 Tensor GELU::forward(const Tensor& input) {
-  return kiln::gelu(input, approximate == "tanh");
+  return kiln::gelu(input, approximate);
 }
 
 std::string GELU::extra_repr() const {
-  return "approximate='" + approximate + "'";
+  return std::string("approximate='") + gelu_approximation_name(approximate) + "'";
 }
 
 Tensor SiLU::forward(const Tensor& input) {

@@ -9,13 +9,14 @@
 
 namespace kiln::nn {
 
+const char* transformer_activation_name(TransformerActivation activation) {
+  return activation == TransformerActivation::GELU ? "gelu" : "relu";
+}
+
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  TransformerEncoderLayerOptions options)
     : d_model(d_model), nhead(nhead), options(std::move(options)) {
   const TransformerEncoderLayerOptions& o = this->options;
-  KILN_CHECK(o.activation == "relu" || o.activation == "gelu",
-             "[TransformerEncoderLayer] expected activation \"relu\" or \"gelu\", got \"",
-             o.activation, "\". Fix: pass one of those two names.");
   KILN_CHECK(o.dim_feedforward > 0, "[TransformerEncoderLayer] expected a positive ",
              "dim_feedforward, got ", o.dim_feedforward,
              ". Fix: pass the hidden width of the feed-forward block (PyTorch's default: 2048).");
@@ -48,7 +49,7 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
   Tensor h = linear1(x);
-  h = options.activation == "gelu" ? kiln::gelu(h) : kiln::relu(h);
+  h = options.activation == TransformerActivation::GELU ? kiln::gelu(h) : kiln::relu(h);
   return dropout2(linear2(dropout(h)));
 }
 

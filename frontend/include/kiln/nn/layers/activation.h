@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kiln/nn/module.h"
+#include "kiln/tensor_ops/elementwise.h"
 
 namespace kiln::nn {
 
@@ -15,12 +16,11 @@ class ReLU : public Module {
 
 class GELU : public Module {
  public:
-  // approximate: "none" (the exact erf form) or "tanh".
-  explicit GELU(std::string approximate = "none");
+  explicit GELU(GeluApproximation approximate = GeluApproximation::None);
   Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
+  std::string extra_repr() const override;  // approximate='none', as PyTorch prints it
 
-  std::string approximate;
+  GeluApproximation approximate;
 };
 
 class SiLU : public Module {

@@ -8,8 +8,8 @@
 //   Tensor y = nn::call(encoder, x, Tensor(), padding);  // or encoder(x) without masks
 //
 // Differences from PyTorch: no fast path (the nested-tensor inference kernels of eval mode,
-// which also write 0 at padded positions instead of their computed values); activation is a
-// name, not a callable.
+// which also write 0 at padded positions instead of their computed values); the activation is
+// one of two named forms, not a callable.
 #pragma once
 
 #include <memory>
@@ -24,10 +24,15 @@
 
 namespace kiln::nn {
 
+// The feed-forward block's activation, as PyTorch's activation="relu" / "gelu" (GELU's exact
+// erf form).
+enum class TransformerActivation { ReLU, GELU };
+const char* transformer_activation_name(TransformerActivation activation);  // "relu", "gelu"
+
 struct TransformerEncoderLayerOptions {
   int64_t dim_feedforward = 2048;
   double dropout = 0.1;
-  std::string activation = "relu";  // "relu" or "gelu" (the exact erf form)
+  TransformerActivation activation = TransformerActivation::ReLU;
   double layer_norm_eps = 1e-5;
   bool batch_first = false;
   bool norm_first = false;  // pre-norm (x + sa(norm1(x))) instead of post-norm
