@@ -16,9 +16,8 @@ GraphRunner::GraphRunner(std::shared_ptr<const ir::Graph> graph, Kernels kernels
     : graph_(std::move(graph)), kernels_(std::move(kernels)), caller_inputs_(caller_inputs) {
   auto first = std::make_unique<Runner>();
   first->plan = Plan::build(*graph_, kernels_);
-  planned_ = first->plan != nullptr;
   first_plan_ = first->plan.get();
-  if (!planned_) first = make_runner();
+  if (!first_plan_) first = make_runner();
   idle_.push_back(first.get());
   runners_.push_back(std::move(first));
 }
@@ -27,7 +26,7 @@ GraphRunner::~GraphRunner() = default;
 
 std::unique_ptr<GraphRunner::Runner> GraphRunner::make_runner() const {
   auto r = std::make_unique<Runner>();
-  if (planned_) {
+  if (first_plan_) {  // a graph the plan can run: every runner is a plan
     r->plan = Plan::build(*graph_, kernels_);
     r->plan->set_replay_recorded_random(replay_recorded_random_);
     return r;

@@ -61,7 +61,6 @@ class GraphRunner : public backends::Executable {
   std::shared_ptr<const ir::Graph> graph_;
   Kernels kernels_;
   size_t caller_inputs_ = 0;
-  bool planned_ = false;
   const Plan* first_plan_ = nullptr;
 
   mutable std::mutex mutex_;  // guards everything below
