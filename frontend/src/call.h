@@ -23,7 +23,20 @@ inline Tensors call(const OpDef& op, TensorSpan inputs, const Attrs& attrs = no_
   return dispatch(op, inputs, attrs);
 }
 
-// Sets the vjp slot of an op (frontend registration helper).
-inline void set_vjp(OpDef& op, VjpFn vjp) { op.vjp = vjp; }
+// The tensors an op's vjp reads, which autograd keeps alive until backward. The default
+// keeps every input and no output.
+struct Saves {
+  uint64_t inputs = ~0ull;  // bit i: the vjp reads input i
+  uint64_t outputs = 0;     // bit i: the vjp reads output i
+};
+inline constexpr Saves kSavesNothing{.inputs = 0, .outputs = 0};
+inline constexpr Saves kSavesOutput{.inputs = 0, .outputs = 1};  // the vjp reads output 0 only
+
+// Sets an op's vjp together with what it reads (frontend registration helper).
+inline void set_vjp(OpDef& op, VjpFn vjp, Saves saves = {}) {
+  op.vjp = vjp;
+  op.saves_inputs = saves.inputs;
+  op.saves_outputs = saves.outputs;
+}
 
 }  // namespace kiln::detail

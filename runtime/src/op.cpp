@@ -13,12 +13,21 @@ std::vector<OpDef*>& registry() {
 }  // namespace
 
 OpDef::OpDef(std::string name_, std::vector<std::string> inputs, InferFn infer_,
-             LoweringClass lowering_, const Attrs& attrs_prototype_)
+             LoweringClass lowering_, const Attrs& attrs_prototype_, const OpTraits& traits)
     : name(std::move(name_)),
       input_names(std::move(inputs)),
       infer(infer_),
       lowering(lowering_),
-      attrs_prototype(&attrs_prototype_) {
+      attrs_prototype(&attrs_prototype_),
+      scalar_body(traits.scalar_body),
+      numerics(traits.numerics),
+      differentiable(traits.differentiable),
+      random(traits.random),
+      side_effects(traits.side_effects),
+      nondiff_inputs(traits.nondiff_inputs),
+      optional_outputs(traits.optional_outputs),
+      kernel_makes_outputs(traits.kernel_makes_outputs) {
+  if (traits.every_device_kernel) kernels.fill(traits.every_device_kernel);
   registry().push_back(this);
 }
 

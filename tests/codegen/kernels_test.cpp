@@ -766,16 +766,11 @@ std::vector<std::unique_ptr<Attrs>> attr_variants(const OpDef& op) {
 }
 
 // Ops whose eager kernels use other math (Eigen's vectorized exp, tanh, ...) than the fused
-// kernel: compared within a tolerance, everything else bit for bit. Eager sqrt (Eigen's, on
-// dense tensors) is not IEEE: some results are an ulp off, sqrt(-0) is +0 and sqrt(+inf) is
-// NaN, where the fused llvm.sqrt is exact; +inf is left out of its grid.
-bool transcendental(const OpDef& op) {
-  for (const char* name : {"exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "erf",
-                           "sqrt", "gelu", "elu", "pow", "pow_scalar", "rsqrt",
-                           "binary_cross_entropy", "binary_cross_entropy_with_logits"})
-    if (op.name == name) return true;
-  return false;
-}
+// kernel say so in the table (Numerics::Approximate): compared within a tolerance, everything
+// else bit for bit. Eager sqrt (Eigen's, on dense tensors) is not IEEE: some results are an
+// ulp off, sqrt(-0) is +0 and sqrt(+inf) is NaN, where the fused llvm.sqrt is exact; +inf is
+// left out of its grid.
+bool approximate(const OpDef& op) { return op.numerics == Numerics::Approximate; }
 
 // One op on grid operands: unary ops on the grid; binary ones on a [G, 1] x [1, G] outer
 // product (so every pair meets, through broadcasting), or elementwise pairs where the op
@@ -804,7 +799,7 @@ std::optional<OpCase> make_op_case(const OpDef& op, const Attrs& attrs, DType t,
     const auto* cast = dynamic_cast<const ops::CastAttrs*>(&attrs);
     if (cast && is_floating(t) && is_integral(cast->dtype))  // undefined outside the range
       std::erase_if(values, [](double v) { return !std::isfinite(v) || std::abs(v) > 1e9; });
-    if (&op == &ops::sqrt)  // see transcendental()
+    if (&op == &ops::sqrt)  // see approximate()
       std::erase_if(values, [](double v) { return std::isinf(v) && v > 0; });
     candidates.push_back({make_tensor(t, {static_cast<int64_t>(values.size())}, values)});
   } else {
@@ -840,7 +835,7 @@ std::optional<OpCase> make_op_case(const OpDef& op, const Attrs& attrs, DType t,
                std::move(present),
                want,
                {}};
-    if (transcendental(op))
+    if (approximate(op))
       out.tol = t == DType::Float64 ? Tolerance{1e-13, 1e-300} : Tolerance{1e-5, 1e-6};
     return out;
   }
@@ -908,12 +903,11 @@ void infer_like_first(InferCall& c) {
 // Applies the unary ScalarOp its attributes name (Opaque: the table test skips it).
 const OpDef& scalar_unary_op() {
   static OpDef* op = [] {
-    auto* def = new OpDef("codegen_test_unary", {"x"}, infer_like_first, LoweringClass::Opaque,
-                          attrs_of<ScalarOpAttrs>());
-    def->scalar_body = [](ScalarBuilder& b, const Attrs& a, std::span<const ScalarValue> x) {
+    ScalarBodyFn body = [](ScalarBuilder& b, const Attrs& a, std::span<const ScalarValue> x) {
       return b.unary(static_cast<ScalarOp>(static_cast<const ScalarOpAttrs&>(a).op), x[0]);
     };
-    return def;
+    return new OpDef("codegen_test_unary", {"x"}, infer_like_first, LoweringClass::Opaque,
+                     attrs_of<ScalarOpAttrs>(), {.scalar_body = body});
   }();
   return *op;
 }
@@ -922,11 +916,11 @@ const OpDef& scalar_unary_op() {
 std::function<ScalarValue(ScalarBuilder&, std::span<const ScalarValue>)> custom_body;
 const OpDef& custom_op() {
   static OpDef* op = [] {
-    auto* def = new OpDef("codegen_test_custom", {"..."}, infer_like_first, LoweringClass::Opaque);
-    def->scalar_body = [](ScalarBuilder& b, const Attrs&, std::span<const ScalarValue> x) {
+    ScalarBodyFn body = [](ScalarBuilder& b, const Attrs&, std::span<const ScalarValue> x) {
       return custom_body(b, x);
     };
-    return def;
+    return new OpDef("codegen_test_custom", {"..."}, infer_like_first, LoweringClass::Opaque,
+                     {.scalar_body = body});
   }();
   return *op;
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <type_traits>
+#include <utility>
 
 #include "harness.h"
 
@@ -165,6 +167,26 @@ TEST(OpTable, EveryOpIsComplete) {
       EXPECT_TRUE(op->vjp) << op->name << " is differentiable but has no vjp";
       EXPECT_TRUE(grad_covered.count(op->name) || !op->vjp) << op->name << " has no gradchecked OpCase";
     }
+  }
+}
+
+// An op's traits are fixed where it is defined: no layer can patch them afterwards.
+static_assert(!std::is_assignable_v<decltype((std::declval<OpDef&>().differentiable)), bool>);
+static_assert(!std::is_assignable_v<decltype((std::declval<OpDef&>().scalar_body)), ScalarBodyFn>);
+static_assert(!std::is_assignable_v<decltype((std::declval<OpDef&>().nondiff_inputs)), uint64_t>);
+
+TEST(OpTable, TraitsAgreeWithTheSchema) {
+  init();
+  for (const OpDef* op : all_ops()) {
+    const size_t inputs = op->variadic() ? 64 : op->input_names.size();
+    const uint64_t input_bits = inputs >= 64 ? ~0ull : (1ull << inputs) - 1;
+    EXPECT_EQ(op->nondiff_inputs & ~input_bits, 0u) << op->name << ": nondiff_inputs names no input";
+    if (op->vjp && op->saves_inputs != ~0ull)  // ~0: every input, the default
+      EXPECT_EQ(op->saves_inputs & ~input_bits, 0u) << op->name << ": saves_inputs names no input";
+    EXPECT_TRUE(op->numerics == Numerics::Exact || op->scalar_body)
+        << op->name << ": numerics describe a scalar body the op does not have";
+    EXPECT_TRUE(!op->kernel_makes_outputs || op->lowering == LoweringClass::View)
+        << op->name << ": only views make their own outputs";
   }
 }
 

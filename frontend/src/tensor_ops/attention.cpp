@@ -199,7 +199,8 @@ Tensors vjp_attention(const VjpCall& c) {
 
 namespace detail {
 void register_attention_vjps() {
-  set_vjp(ops::scaled_dot_product_attention, vjp_attention);
+  // The vjp rebuilds the weights from the inputs and logsumexp, and reads the output.
+  set_vjp(ops::scaled_dot_product_attention, vjp_attention, {.inputs = 0b1111, .outputs = 0b11});
 }
 }  // namespace detail
 

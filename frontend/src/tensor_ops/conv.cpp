@@ -123,7 +123,8 @@ Tensors vjp_conv2d_weight_grad(const VjpCall& c) {
 
 namespace detail {
 void register_conv_vjps() {
-  set_vjp(ops::conv2d, vjp_conv2d);
+  // The bias gradient needs only grad.
+  set_vjp(ops::conv2d, vjp_conv2d, {.inputs = 0b011});
   set_vjp(ops::conv2d_input_grad, vjp_conv2d_input_grad);
   set_vjp(ops::conv2d_weight_grad, vjp_conv2d_weight_grad);
 }

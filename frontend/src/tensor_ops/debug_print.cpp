@@ -23,7 +23,7 @@ Tensors vjp_debug_print(const VjpCall& c) {
 
 namespace detail {
 void register_debug_print_vjp() {
-  set_vjp(ops::debug_print, vjp_debug_print);
+  set_vjp(ops::debug_print, vjp_debug_print, kSavesNothing);
 }
 }  // namespace detail
 

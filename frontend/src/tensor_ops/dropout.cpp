@@ -54,7 +54,8 @@ void return_dropout_draw(const Attrs& attrs, TensorSpan inputs) {
 
 namespace detail {
 void register_dropout_vjps() {
-  set_vjp(ops::dropout, vjp_dropout);
+  // The vjp reads the mask (output 1).
+  set_vjp(ops::dropout, vjp_dropout, {.inputs = 0, .outputs = 0b10});
   ops::dropout.reseed = reseed_dropout;
   ops::dropout.return_draw = return_dropout_draw;
 }

@@ -334,40 +334,42 @@ Tensors vjp_where(const VjpCall& c) {
 namespace detail {
 
 void register_elementwise_vjps() {
-  set_vjp(ops::neg, vjp_neg);
+  // What each vjp reads: by default every input.
+  set_vjp(ops::neg, vjp_neg, kSavesNothing);
   set_vjp(ops::abs, vjp_abs);
-  set_vjp(ops::exp, vjp_exp);
+  set_vjp(ops::exp, vjp_exp, kSavesOutput);
   set_vjp(ops::log, vjp_log);
   set_vjp(ops::log1p, vjp_log1p);
-  set_vjp(ops::sqrt, vjp_sqrt);
-  set_vjp(ops::rsqrt, vjp_rsqrt);
+  set_vjp(ops::sqrt, vjp_sqrt, kSavesOutput);
+  set_vjp(ops::rsqrt, vjp_rsqrt, kSavesOutput);
   set_vjp(ops::sin, vjp_sin);
   set_vjp(ops::cos, vjp_cos);
-  set_vjp(ops::tanh, vjp_tanh);
-  set_vjp(ops::sigmoid, vjp_sigmoid);
+  set_vjp(ops::tanh, vjp_tanh, kSavesOutput);
+  set_vjp(ops::sigmoid, vjp_sigmoid, kSavesOutput);
   set_vjp(ops::relu, vjp_relu);
   set_vjp(ops::silu, vjp_silu);
   set_vjp(ops::erf, vjp_erf);
   set_vjp(ops::square, vjp_square);
   set_vjp(ops::reciprocal, vjp_reciprocal);
-  set_vjp(ops::sign, vjp_zero);
-  set_vjp(ops::floor, vjp_zero);
-  set_vjp(ops::ceil, vjp_zero);
-  set_vjp(ops::round, vjp_zero);
+  set_vjp(ops::sign, vjp_zero, kSavesNothing);
+  set_vjp(ops::floor, vjp_zero, kSavesNothing);
+  set_vjp(ops::ceil, vjp_zero, kSavesNothing);
+  set_vjp(ops::round, vjp_zero, kSavesNothing);
   set_vjp(ops::gelu, vjp_gelu);
   set_vjp(ops::leaky_relu, vjp_leaky_relu);
   set_vjp(ops::elu, vjp_elu);
   set_vjp(ops::clamp, vjp_clamp);
   set_vjp(ops::pow_scalar, vjp_pow_scalar);
   set_vjp(ops::cast, vjp_cast);
-  set_vjp(ops::add, vjp_add);
-  set_vjp(ops::sub, vjp_sub);
+  set_vjp(ops::add, vjp_add, kSavesNothing);
+  set_vjp(ops::sub, vjp_sub, kSavesNothing);
   set_vjp(ops::mul, vjp_mul);
   set_vjp(ops::div, vjp_div);
   set_vjp(ops::pow, vjp_pow);
   set_vjp(ops::maximum, vjp_maximum);
   set_vjp(ops::minimum, vjp_minimum);
-  set_vjp(ops::where, vjp_where);
+  // where's vjp reads only the condition.
+  set_vjp(ops::where, vjp_where, {.inputs = 1});
 }
 
 }  // namespace detail

@@ -73,8 +73,9 @@ Tensors vjp_embedding_backward(const VjpCall& c) {
 
 namespace detail {
 void register_embedding_vjps() {
-  set_vjp(ops::embedding, vjp_embedding);
-  set_vjp(ops::embedding_backward, vjp_embedding_backward);
+  // The embedding vjps need only the indices.
+  set_vjp(ops::embedding, vjp_embedding, {.inputs = 0b10});
+  set_vjp(ops::embedding_backward, vjp_embedding_backward, {.inputs = 0b10});
 }
 }  // namespace detail
 

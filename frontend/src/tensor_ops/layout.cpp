@@ -255,11 +255,12 @@ Tensors vjp_index_add(const VjpCall& c) {
 namespace detail {
 
 void register_layout_vjps() {
-  set_vjp(ops::cat, vjp_cat);
-  set_vjp(ops::gather, vjp_gather);
-  set_vjp(ops::scatter_add, vjp_scatter_add);
-  set_vjp(ops::index_select, vjp_index_select);
-  set_vjp(ops::index_add, vjp_index_add);
+  set_vjp(ops::cat, vjp_cat, kSavesNothing);
+  // The index vjps read only the index.
+  set_vjp(ops::gather, vjp_gather, {.inputs = 0b10});
+  set_vjp(ops::scatter_add, vjp_scatter_add, {.inputs = 0b10});
+  set_vjp(ops::index_select, vjp_index_select, {.inputs = 0b10});
+  set_vjp(ops::index_add, vjp_index_add, {.inputs = 0b10});
 }
 
 }  // namespace detail

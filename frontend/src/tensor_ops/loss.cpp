@@ -197,8 +197,9 @@ Tensors vjp_bce_with_logits(const VjpCall& c) {
 
 namespace detail {
 void register_loss_vjps() {
-  set_vjp(ops::nll_loss, vjp_nll_loss);
-  set_vjp(ops::nll_loss_backward, vjp_nll_loss_backward);
+  // The class weights take no gradient (as in PyTorch); targets are indices.
+  set_vjp(ops::nll_loss, vjp_nll_loss, {.inputs = 0b110});
+  set_vjp(ops::nll_loss_backward, vjp_nll_loss_backward, {.inputs = 0b110});
   set_vjp(ops::binary_cross_entropy, vjp_bce);
   set_vjp(ops::binary_cross_entropy_with_logits, vjp_bce_with_logits);
 }

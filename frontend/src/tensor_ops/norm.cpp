@@ -221,10 +221,12 @@ Tensors vjp_batch_norm_backward(const VjpCall& c) {
 
 namespace detail {
 void register_norm_vjps() {
-  set_vjp(ops::layer_norm, vjp_layer_norm);
-  set_vjp(ops::batch_norm, vjp_batch_norm);
-  set_vjp(ops::layer_norm_backward, vjp_layer_norm_backward);
-  set_vjp(ops::batch_norm_backward, vjp_batch_norm_backward);
+  // The vjps read x and weight plus the saved statistics (outputs 1 and 2); the backward
+  // ops' vjps reuse grad_x.
+  set_vjp(ops::layer_norm, vjp_layer_norm, {.inputs = 0b011, .outputs = 0b110});
+  set_vjp(ops::batch_norm, vjp_batch_norm, {.inputs = 0b011, .outputs = 0b110});
+  set_vjp(ops::layer_norm_backward, vjp_layer_norm_backward, {.outputs = 0b001});
+  set_vjp(ops::batch_norm_backward, vjp_batch_norm_backward, {.outputs = 0b001});
 }
 }  // namespace detail
 

@@ -45,8 +45,8 @@ Tensors vjp_pad_backward(const VjpCall& c) {
 
 namespace detail {
 void register_pad_vjps() {
-  set_vjp(ops::pad, vjp_pad);
-  set_vjp(ops::pad_backward, vjp_pad_backward);
+  set_vjp(ops::pad, vjp_pad, kSavesNothing);
+  set_vjp(ops::pad_backward, vjp_pad_backward, kSavesNothing);
 }
 }  // namespace detail
 

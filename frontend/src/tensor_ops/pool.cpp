@@ -116,12 +116,13 @@ Tensors vjp_adaptive_avg_pool2d_backward(const VjpCall& c) {
 
 namespace detail {
 void register_pool_vjps() {
-  set_vjp(ops::max_pool2d, vjp_max_pool2d);
-  set_vjp(ops::max_pool2d_backward, vjp_max_pool2d_backward);
-  set_vjp(ops::avg_pool2d, vjp_avg_pool2d);
-  set_vjp(ops::avg_pool2d_backward, vjp_avg_pool2d_backward);
-  set_vjp(ops::adaptive_avg_pool2d, vjp_adaptive_avg_pool2d);
-  set_vjp(ops::adaptive_avg_pool2d_backward, vjp_adaptive_avg_pool2d_backward);
+  // The pooling vjps need only shapes (in the attrs and input_types) and the argmax.
+  set_vjp(ops::max_pool2d, vjp_max_pool2d, {.inputs = 0, .outputs = 0b10});
+  set_vjp(ops::max_pool2d_backward, vjp_max_pool2d_backward, {.inputs = 0b10});
+  set_vjp(ops::avg_pool2d, vjp_avg_pool2d, kSavesNothing);
+  set_vjp(ops::avg_pool2d_backward, vjp_avg_pool2d_backward, kSavesNothing);
+  set_vjp(ops::adaptive_avg_pool2d, vjp_adaptive_avg_pool2d, kSavesNothing);
+  set_vjp(ops::adaptive_avg_pool2d_backward, vjp_adaptive_avg_pool2d_backward, kSavesNothing);
 }
 }  // namespace detail
 

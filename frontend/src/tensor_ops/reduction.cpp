@@ -294,14 +294,16 @@ Tensors vjp_norm(const VjpCall& c) {
 namespace detail {
 
 void register_reduction_vjps() {
-  set_vjp(ops::sum, vjp_sum);
-  set_vjp(ops::prod, vjp_prod);
-  set_vjp(ops::amax, vjp_extreme);
-  set_vjp(ops::amin, vjp_extreme);
-  set_vjp(ops::max_dim, vjp_dim_extreme);
-  set_vjp(ops::min_dim, vjp_dim_extreme);
+  set_vjp(ops::sum, vjp_sum, kSavesNothing);
+  // prod's vjp reads x and the product; amax/amin/norm's compare x with the result;
+  // max_dim/min_dim's only scatter into the selected positions.
+  set_vjp(ops::prod, vjp_prod, {.outputs = 1});
+  set_vjp(ops::amax, vjp_extreme, {.outputs = 1});
+  set_vjp(ops::amin, vjp_extreme, {.outputs = 1});
+  set_vjp(ops::max_dim, vjp_dim_extreme, {.inputs = 0, .outputs = 0b10});
+  set_vjp(ops::min_dim, vjp_dim_extreme, {.inputs = 0, .outputs = 0b10});
   set_vjp(ops::var, vjp_var);
-  set_vjp(ops::norm, vjp_norm);
+  set_vjp(ops::norm, vjp_norm, {.outputs = 1});
 }
 
 }  // namespace detail

@@ -53,8 +53,8 @@ Tensors vjp_log_softmax(const VjpCall& c) {
 
 namespace detail {
 void register_softmax_vjps() {
-  set_vjp(ops::softmax, vjp_softmax);
-  set_vjp(ops::log_softmax, vjp_log_softmax);
+  set_vjp(ops::softmax, vjp_softmax, kSavesOutput);
+  set_vjp(ops::log_softmax, vjp_log_softmax, kSavesOutput);
 }
 }  // namespace detail
 

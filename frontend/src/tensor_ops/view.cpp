@@ -201,7 +201,7 @@ Tensors vjp_as_strided(const VjpCall& c) {
   const Tensor& g = g_of(c);
   KILN_CHECK(x.defined(),
              "[as_strided] backward needs the input's geometry, but the input was not saved. "
-             "Fix: make sure kiln::init() ran (it sets as_strided.saves_inputs).");
+             "Fix: make sure kiln::init() ran (it sets as_strided's vjp and what it saves).");
   KILN_CHECK(x.is_contiguous() && x.storage_offset() == 0,
              "[as_strided] backward supports inputs that are contiguous at storage offset 0, got ",
              x.type_str(), " with strides ", shape_str(x.strides()), " and offset ",
@@ -240,16 +240,18 @@ Tensors vjp_slice_scatter(const VjpCall& c) {
 namespace detail {
 
 void register_view_vjps() {
-  set_vjp(ops::view, vjp_view);
-  set_vjp(ops::expand, vjp_expand);
-  set_vjp(ops::permute, vjp_permute);
-  set_vjp(ops::slice, vjp_slice);
-  set_vjp(ops::select, vjp_select);
-  set_vjp(ops::squeeze, vjp_reshape_back);
-  set_vjp(ops::unsqueeze, vjp_reshape_back);
-  set_vjp(ops::as_strided, vjp_as_strided);
-  set_vjp(ops::clone, vjp_clone);
-  set_vjp(ops::slice_scatter, vjp_slice_scatter);
+  set_vjp(ops::view, vjp_view, kSavesNothing);
+  set_vjp(ops::expand, vjp_expand, kSavesNothing);
+  set_vjp(ops::permute, vjp_permute, kSavesNothing);
+  set_vjp(ops::slice, vjp_slice, kSavesNothing);
+  set_vjp(ops::select, vjp_select, kSavesNothing);
+  set_vjp(ops::squeeze, vjp_reshape_back, kSavesNothing);
+  set_vjp(ops::unsqueeze, vjp_reshape_back, kSavesNothing);
+  // as_strided's vjp maps the view back onto the input's storage positions, so it needs
+  // the input's strides and offset, which only the saved input carries.
+  set_vjp(ops::as_strided, vjp_as_strided, {.inputs = 1});
+  set_vjp(ops::clone, vjp_clone, kSavesNothing);
+  set_vjp(ops::slice_scatter, vjp_slice_scatter, kSavesNothing);
 }
 
 }  // namespace detail

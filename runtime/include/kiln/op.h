@@ -85,40 +85,68 @@ using ReseedFn = void (*)(Attrs& attrs, TensorSpan inputs);
 // latest: a trace records the op without running it, so its draw must not count.
 using ReturnDrawFn = void (*)(const Attrs& attrs, TensorSpan inputs);
 
-struct OpDef {
-  OpDef(std::string name, std::vector<std::string> inputs, InferFn infer, LoweringClass lowering,
-        const Attrs& attrs_prototype = no_attrs());
+// How closely an elementwise op's scalar body (the fused kernel) matches its eager CPU kernel.
+enum class Numerics : uint8_t {
+  Exact,        // bit for bit
+  Approximate,  // the eager kernel uses other math (Eigen's vectorized exp, tanh, sqrt, ...):
+                // equal within a few ulp, not bit for bit
+};
 
-  std::string name;
-  std::vector<std::string> input_names;  // a trailing "..." means variadic
-  InferFn infer;
-  LoweringClass lowering;
-  // A default-constructed instance of the op's attribute struct: the IR parser clones it
-  // and fills the fields it reads, and the tracer checks calls pass this type.
-  const Attrs* attrs_prototype;
-
-  // ---- filled by backends and the frontend at registration ----
-  std::array<KernelFn, kNumDeviceTypes> kernels{};
-  VjpFn vjp = nullptr;
-  ReseedFn reseed = nullptr;  // ops whose attributes hold a random-stream position
-  ReturnDrawFn return_draw = nullptr;
-  // Elementwise ops: what the op computes per element, for fused kernels (scalar_body.h).
-  // Set by the runtime next to the op's definition; fusion skips ops without one.
+// What sets an op apart from the defaults, given where the op is defined. Designated
+// initializers name only what differs: {.scalar_body = bodies::exp, .numerics = Approximate}.
+struct OpTraits {
+  // Elementwise ops: what the op computes per element, for fused kernels (scalar_body.h);
+  // fusion skips ops without one.
   ScalarBodyFn scalar_body = nullptr;
-
-  // ---- properties the engine, tracer and passes ask about ----
-  bool differentiable = true;       // false: integer/boolean results, no gradient flows
-  bool kernel_makes_outputs = false;  // views and ops whose outputs alias inputs
-  bool random = false;              // reads the generator
-  bool side_effects = false;        // does more than compute (prints): never removed or merged
-  uint64_t saves_inputs = ~0ull;    // bit i: the vjp reads input i
-  uint64_t saves_outputs = 0;       // bit i: the vjp reads output i
+  Numerics numerics = Numerics::Exact;
+  bool differentiable = true;  // false: integer/boolean results, no gradient flows
+  bool random = false;         // reads the generator
+  bool side_effects = false;   // does more than compute (prints): never removed or merged
+  // Inputs through which no gradient ever flows (indices, masks, conditions).
+  uint64_t nondiff_inputs = 0;
   // Bit i: the CPU kernel accepts an undefined output i and then does not compute it; the
   // planned executor passes one when nothing reads that value (max_pool2d's indices in
   // inference).
   uint64_t optional_outputs = 0;
-  // Inputs through which no gradient ever flows (indices, masks, conditions).
-  uint64_t nondiff_inputs = 0;
+  // Views and other ops that only touch metadata (or copy through other ops): one kernel for
+  // every device, set by the runtime instead of each backend.
+  KernelFn every_device_kernel = nullptr;
+  bool kernel_makes_outputs = false;  // views: the kernel makes outputs that alias inputs
+};
+
+struct OpDef {
+  OpDef(std::string name, std::vector<std::string> inputs, InferFn infer, LoweringClass lowering,
+        const Attrs& attrs_prototype = no_attrs(), const OpTraits& traits = {});
+  // An op without attributes whose traits differ from the defaults.
+  OpDef(std::string name, std::vector<std::string> inputs, InferFn infer, LoweringClass lowering,
+        const OpTraits& traits)
+      : OpDef(std::move(name), std::move(inputs), infer, lowering, no_attrs(), traits) {}
+
+  // ---- set where the op is defined, and fixed from then on ----
+  const std::string name;
+  const std::vector<std::string> input_names;  // a trailing "..." means variadic
+  const InferFn infer;
+  const LoweringClass lowering;
+  // A default-constructed instance of the op's attribute struct: the IR parser clones it
+  // and fills the fields it reads, and the tracer checks calls pass this type.
+  const Attrs* const attrs_prototype;
+  const ScalarBodyFn scalar_body;
+  const Numerics numerics;
+  const bool differentiable;
+  const bool random;
+  const bool side_effects;
+  const uint64_t nondiff_inputs;
+  const uint64_t optional_outputs;
+  const bool kernel_makes_outputs;
+
+  // ---- filled by backends and the frontend at registration ----
+  std::array<KernelFn, kNumDeviceTypes> kernels{};
+  // The vjp and what it reads, set together by the frontend (frontend/src/call.h, set_vjp).
+  VjpFn vjp = nullptr;
+  uint64_t saves_inputs = ~0ull;  // bit i: the vjp reads input i
+  uint64_t saves_outputs = 0;     // bit i: the vjp reads output i
+  ReseedFn reseed = nullptr;  // ops whose attributes hold a random-stream position
+  ReturnDrawFn return_draw = nullptr;
 
   bool variadic() const { return !input_names.empty() && input_names.back() == "..."; }
 };

@@ -66,19 +66,9 @@ void infer_attention(InferCall& c) {
 
 }  // namespace
 
-OpDef scaled_dot_product_attention("scaled_dot_product_attention",
-                                   {"query", "key", "value", "mask"}, infer_attention,
-                                   LoweringClass::Composite, attrs_of<AttentionAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    // The vjp rebuilds the weights from the inputs and logsumexp, and reads the output.
-    scaled_dot_product_attention.saves_inputs = 0b1111;
-    scaled_dot_product_attention.saves_outputs = 0b11;
-    scaled_dot_product_attention.optional_outputs = 0b10;  // logsumexp: only the vjp reads it
-  }
-} properties;
-}  // namespace
+OpDef scaled_dot_product_attention(
+    "scaled_dot_product_attention", {"query", "key", "value", "mask"}, infer_attention,
+    LoweringClass::Composite, attrs_of<AttentionAttrs>(),
+    {.optional_outputs = 0b10 /* logsumexp: only the vjp reads it */});
 
 }  // namespace kiln::ops

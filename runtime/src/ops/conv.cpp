@@ -113,12 +113,4 @@ OpDef conv2d_input_grad("conv2d_input_grad", {"grad", "weight"}, infer_conv2d_in
 OpDef conv2d_weight_grad("conv2d_weight_grad", {"grad", "x"}, infer_conv2d_weight_grad,
                          LoweringClass::Contraction, attrs_of<Conv2dGradAttrs>());
 
-namespace {
-struct Properties {
-  Properties() {
-    conv2d.saves_inputs = 0b011;  // the bias gradient needs only grad
-  }
-} properties;
-}  // namespace
-
 }  // namespace kiln::ops

@@ -54,18 +54,9 @@ void set_debug_print_sink(std::function<void(std::string_view line)> fn) {
   s.fn = std::move(fn);
 }
 
+// The kernel serves every device: it copies through clone's kernel, which dispatches.
 OpDef debug_print("debug_print", {"x"}, infer_debug_print, LoweringClass::Opaque,
-                  attrs_of<DebugPrintAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    debug_print.side_effects = true;
-    debug_print.saves_inputs = 0;
-    // Device-agnostic (it copies through clone's kernel); CPU is the device kiln has.
-    debug_print.kernels[static_cast<size_t>(DeviceType::CPU)] = debug_print_kernel;
-  }
-} properties;
-}  // namespace
+                  attrs_of<DebugPrintAttrs>(),
+                  {.side_effects = true, .every_device_kernel = debug_print_kernel});
 
 }  // namespace kiln::ops

@@ -20,16 +20,7 @@ void infer_dropout(InferCall& c) {
 
 }  // namespace
 
-OpDef dropout("dropout", {"x"}, infer_dropout, LoweringClass::Random, attrs_of<DropoutAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    dropout.random = true;
-    dropout.saves_inputs = 0;
-    dropout.saves_outputs = 0b10;  // the mask
-  }
-} properties;
-}  // namespace
+OpDef dropout("dropout", {"x"}, infer_dropout, LoweringClass::Random, attrs_of<DropoutAttrs>(),
+              {.random = true});
 
 }  // namespace kiln::ops

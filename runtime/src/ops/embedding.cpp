@@ -48,19 +48,9 @@ void infer_embedding_backward(InferCall& c) {
 }  // namespace
 
 OpDef embedding("embedding", {"weight", "indices"}, infer_embedding, LoweringClass::Layout,
-                attrs_of<EmbeddingAttrs>());
+                attrs_of<EmbeddingAttrs>(), {.nondiff_inputs = 0b10});
 OpDef embedding_backward("embedding_backward", {"grad", "indices"}, infer_embedding_backward,
-                         LoweringClass::Layout, attrs_of<EmbeddingBackwardAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    for (OpDef* op : {&embedding, &embedding_backward}) {
-      op->nondiff_inputs = 0b10;
-      op->saves_inputs = 0b10;  // the vjps need only the indices
-    }
-  }
-} properties;
-}  // namespace
+                         LoweringClass::Layout, attrs_of<EmbeddingBackwardAttrs>(),
+                         {.nondiff_inputs = 0b10});
 
 }  // namespace kiln::ops

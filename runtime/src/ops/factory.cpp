@@ -101,27 +101,21 @@ void parse_attr(std::string_view field, std::string_view text, GeneratorRef& g) 
   g.generator = reinterpret_cast<Generator*>(address);
 }
 
-OpDef full("full", {}, infer_full, LoweringClass::Layout, attrs_of<FullAttrs>());
-OpDef arange("arange", {}, infer_arange, LoweringClass::Layout, attrs_of<ArangeAttrs>());
-OpDef linspace("linspace", {}, infer_linspace, LoweringClass::Layout, attrs_of<LinspaceAttrs>());
-OpDef eye("eye", {}, infer_eye, LoweringClass::Layout, attrs_of<EyeAttrs>());
-OpDef rand("rand", {}, infer_random_float, LoweringClass::Random, attrs_of<RandomAttrs>());
-OpDef randn("randn", {}, infer_random_float, LoweringClass::Random, attrs_of<RandomAttrs>());
-OpDef randint("randint", {}, infer_randint, LoweringClass::Random, attrs_of<RandintAttrs>());
+OpDef full("full", {}, infer_full, LoweringClass::Layout, attrs_of<FullAttrs>(),
+           {.differentiable = false});
+OpDef arange("arange", {}, infer_arange, LoweringClass::Layout, attrs_of<ArangeAttrs>(),
+             {.differentiable = false});
+OpDef linspace("linspace", {}, infer_linspace, LoweringClass::Layout, attrs_of<LinspaceAttrs>(),
+               {.differentiable = false});
+OpDef eye("eye", {}, infer_eye, LoweringClass::Layout, attrs_of<EyeAttrs>(),
+          {.differentiable = false});
+OpDef rand("rand", {}, infer_random_float, LoweringClass::Random, attrs_of<RandomAttrs>(),
+           {.differentiable = false, .random = true});
+OpDef randn("randn", {}, infer_random_float, LoweringClass::Random, attrs_of<RandomAttrs>(),
+            {.differentiable = false, .random = true});
+OpDef randint("randint", {}, infer_randint, LoweringClass::Random, attrs_of<RandintAttrs>(),
+              {.differentiable = false, .random = true});
 OpDef bernoulli("bernoulli", {"p"}, infer_bernoulli, LoweringClass::Random,
-                attrs_of<BernoulliAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    for (OpDef* op : {&full, &arange, &linspace, &eye}) op->differentiable = false;
-    for (OpDef* op : {&rand, &randn, &randint, &bernoulli}) {
-      op->differentiable = false;
-      op->random = true;
-      op->saves_inputs = 0;
-    }
-  }
-} properties;
-}  // namespace
+                attrs_of<BernoulliAttrs>(), {.differentiable = false, .random = true});
 
 }  // namespace kiln::ops

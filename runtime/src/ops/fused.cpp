@@ -17,12 +17,7 @@ void infer_from_region(InferCall& c) {
 
 }  // namespace
 
-OpDef fused("fused", {"..."}, infer_from_region, LoweringClass::Fused, attrs_of<FusedAttrs>());
-
-namespace {
-struct Properties {
-  Properties() { fused.differentiable = false; }
-} properties;
-}  // namespace
+OpDef fused("fused", {"..."}, infer_from_region, LoweringClass::Fused, attrs_of<FusedAttrs>(),
+            {.differentiable = false});
 
 }  // namespace kiln::ops

@@ -145,21 +145,13 @@ void infer_index_add(InferCall& c) {
 }  // namespace
 
 OpDef cat("cat", {"tensors", "..."}, infer_cat, L, attrs_of<DimAttrs>());
-OpDef gather("gather", {"x", "index"}, infer_gather, L, attrs_of<DimAttrs>());
-OpDef scatter_add("scatter_add", {"x", "index", "src"}, infer_scatter_add, L, attrs_of<DimAttrs>());
-OpDef index_select("index_select", {"x", "index"}, infer_index_select, L, attrs_of<DimAttrs>());
-OpDef index_add("index_add", {"x", "index", "src"}, infer_index_add, L, attrs_of<DimAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    cat.saves_inputs = 0;  // the vjp slices by the input shapes alone
-    for (OpDef* op : {&gather, &scatter_add, &index_select, &index_add}) {
-      op->nondiff_inputs = 0b10;  // the index
-      op->saves_inputs = 0b10;    // the vjps only read the index
-    }
-  }
-} properties;
-}  // namespace
+OpDef gather("gather", {"x", "index"}, infer_gather, L, attrs_of<DimAttrs>(),
+             {.nondiff_inputs = 0b10 /* the index */});
+OpDef scatter_add("scatter_add", {"x", "index", "src"}, infer_scatter_add, L, attrs_of<DimAttrs>(),
+                  {.nondiff_inputs = 0b10 /* the index */});
+OpDef index_select("index_select", {"x", "index"}, infer_index_select, L, attrs_of<DimAttrs>(),
+                   {.nondiff_inputs = 0b10 /* the index */});
+OpDef index_add("index_add", {"x", "index", "src"}, infer_index_add, L, attrs_of<DimAttrs>(),
+                {.nondiff_inputs = 0b10 /* the index */});
 
 }  // namespace kiln::ops

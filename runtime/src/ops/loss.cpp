@@ -107,28 +107,18 @@ void infer_bce_with_logits(InferCall& c) {
 }  // namespace
 
 OpDef nll_loss("nll_loss", {"input", "target", "weight"}, infer_nll_loss, LoweringClass::Opaque,
-               attrs_of<NllLossAttrs>());
+               attrs_of<NllLossAttrs>(), {.nondiff_inputs = 0b110});
 OpDef nll_loss_backward("nll_loss_backward", {"grad", "target", "weight"}, infer_nll_loss_backward,
-                        LoweringClass::Opaque, attrs_of<NllLossBackwardAttrs>());
+                        LoweringClass::Opaque, attrs_of<NllLossBackwardAttrs>(),
+                        {.nondiff_inputs = 0b110});
 // Opaque, not Elementwise: its kernel refuses inputs outside [0, 1], a check on the data
 // that a fused kernel could only turn into NaN.
 OpDef binary_cross_entropy("binary_cross_entropy", {"input", "target"}, infer_bce,
                            LoweringClass::Opaque);
-OpDef binary_cross_entropy_with_logits("binary_cross_entropy_with_logits",
-                                       {"input", "target", "pos_weight"}, infer_bce_with_logits,
-                                       LoweringClass::Elementwise);
-
-namespace {
-struct Properties {
-  Properties() {
-    // The class weights take no gradient (as in PyTorch); targets are indices.
-    for (OpDef* op : {&nll_loss, &nll_loss_backward}) {
-      op->nondiff_inputs = 0b110;
-      op->saves_inputs = 0b110;
-    }
-    binary_cross_entropy_with_logits.scalar_body = scalar_bodies::binary_cross_entropy_with_logits;
-  }
-} properties;
-}  // namespace
+OpDef binary_cross_entropy_with_logits(
+    "binary_cross_entropy_with_logits", {"input", "target", "pos_weight"}, infer_bce_with_logits,
+    LoweringClass::Elementwise,
+    {.scalar_body = scalar_bodies::binary_cross_entropy_with_logits,
+     .numerics = Numerics::Approximate});
 
 }  // namespace kiln::ops

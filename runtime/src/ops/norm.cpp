@@ -138,29 +138,14 @@ void infer_batch_norm_backward(InferCall& c) {
 OpDef layer_norm("layer_norm", {"x", "weight", "bias"}, infer_layer_norm, LoweringClass::Composite,
                  attrs_of<LayerNormAttrs>());
 OpDef batch_norm("batch_norm", {"x", "weight", "bias", "running_mean", "running_var"},
-                 infer_batch_norm, LoweringClass::Composite, attrs_of<BatchNormAttrs>());
+                 infer_batch_norm, LoweringClass::Composite, attrs_of<BatchNormAttrs>(),
+                 {.nondiff_inputs = 0b11000 /* running statistics: buffers, not parameters */});
+// The backward ops' statistics inputs take no gradient: their x-dependence is in the vjp.
 OpDef layer_norm_backward("layer_norm_backward", {"grad", "x", "weight", "mean", "rstd"},
                           infer_layer_norm_backward, LoweringClass::Composite,
-                          attrs_of<LayerNormAttrs>());
+                          attrs_of<LayerNormAttrs>(), {.nondiff_inputs = 0b11000});
 OpDef batch_norm_backward("batch_norm_backward", {"grad", "x", "weight", "mean", "invstd"},
                           infer_batch_norm_backward, LoweringClass::Composite,
-                          attrs_of<BatchNormAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    // The vjps read x and weight plus the saved statistics (outputs 1 and 2).
-    layer_norm.saves_inputs = 0b011;
-    layer_norm.saves_outputs = 0b110;
-    batch_norm.saves_inputs = 0b011;
-    batch_norm.saves_outputs = 0b110;
-    batch_norm.nondiff_inputs = 0b11000;  // running statistics are buffers, not parameters
-    for (OpDef* op : {&layer_norm_backward, &batch_norm_backward}) {
-      op->nondiff_inputs = 0b11000;  // the statistics: their x-dependence is in the vjp
-      op->saves_outputs = 0b001;     // the vjp reuses grad_x
-    }
-  }
-} properties;
-}  // namespace
+                          attrs_of<BatchNormAttrs>(), {.nondiff_inputs = 0b11000});
 
 }  // namespace kiln::ops

@@ -21,13 +21,7 @@ void infer_one_hot(InferCall& c) {
 
 }  // namespace
 
-OpDef one_hot("one_hot", {"indices"}, infer_one_hot, LoweringClass::Layout,
-              attrs_of<OneHotAttrs>());
-
-namespace {
-struct Properties {
-  Properties() { one_hot.differentiable = false; }
-} properties;
-}  // namespace
+OpDef one_hot("one_hot", {"indices"}, infer_one_hot, LoweringClass::Layout, attrs_of<OneHotAttrs>(),
+              {.differentiable = false});
 
 }  // namespace kiln::ops

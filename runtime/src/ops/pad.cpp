@@ -98,13 +98,4 @@ OpDef pad("pad", {"x"}, infer_pad, LoweringClass::Layout, attrs_of<PadAttrs>());
 OpDef pad_backward("pad_backward", {"grad"}, infer_pad_backward, LoweringClass::Layout,
                    attrs_of<PadAttrs>());
 
-namespace {
-struct Properties {
-  Properties() {
-    pad.saves_inputs = 0;
-    pad_backward.saves_inputs = 0;
-  }
-} properties;
-}  // namespace
-
 }  // namespace kiln::ops

@@ -130,9 +130,10 @@ void infer_adaptive_avg_pool2d_backward(InferCall& c) {
 }  // namespace
 
 OpDef max_pool2d("max_pool2d", {"x"}, infer_max_pool2d, LoweringClass::Opaque,
-                 attrs_of<MaxPool2dAttrs>());
+                 attrs_of<MaxPool2dAttrs>(), {.optional_outputs = 0b10});
 OpDef max_pool2d_backward("max_pool2d_backward", {"grad", "indices"}, infer_max_pool2d_backward,
-                          LoweringClass::Opaque, attrs_of<PoolBackwardSizeAttrs>());
+                          LoweringClass::Opaque, attrs_of<PoolBackwardSizeAttrs>(),
+                          {.nondiff_inputs = 0b10});
 OpDef avg_pool2d("avg_pool2d", {"x"}, infer_avg_pool2d, LoweringClass::Opaque,
                  attrs_of<AvgPool2dAttrs>());
 OpDef avg_pool2d_backward("avg_pool2d_backward", {"grad"}, infer_avg_pool2d_backward,
@@ -142,20 +143,5 @@ OpDef adaptive_avg_pool2d("adaptive_avg_pool2d", {"x"}, infer_adaptive_avg_pool2
 OpDef adaptive_avg_pool2d_backward("adaptive_avg_pool2d_backward", {"grad"},
                                    infer_adaptive_avg_pool2d_backward, LoweringClass::Opaque,
                                    attrs_of<PoolBackwardSizeAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    // The pooling vjps need only shapes (in the attrs and input_types) and the argmax.
-    for (OpDef* op : {&max_pool2d, &avg_pool2d, &avg_pool2d_backward, &adaptive_avg_pool2d,
-                      &adaptive_avg_pool2d_backward})
-      op->saves_inputs = 0;
-    max_pool2d.saves_outputs = 0b10;
-    max_pool2d.optional_outputs = 0b10;  // the indices: only the backward reads them
-    max_pool2d_backward.saves_inputs = 0b10;
-    max_pool2d_backward.nondiff_inputs = 0b10;
-  }
-} properties;
-}  // namespace
 
 }  // namespace kiln::ops

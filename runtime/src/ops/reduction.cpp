@@ -120,28 +120,11 @@ OpDef sum("sum", {"x"}, infer_sum_like, R, attrs_of<ReduceAttrs>());
 OpDef prod("prod", {"x"}, infer_sum_like, R, attrs_of<ReduceAttrs>());
 OpDef amax("amax", {"x"}, infer_extreme, R, attrs_of<ReduceAttrs>());
 OpDef amin("amin", {"x"}, infer_extreme, R, attrs_of<ReduceAttrs>());
-OpDef all("all", {"x"}, infer_logical, R, attrs_of<ReduceAttrs>());
-OpDef any("any", {"x"}, infer_logical, R, attrs_of<ReduceAttrs>());
+OpDef all("all", {"x"}, infer_logical, R, attrs_of<ReduceAttrs>(), {.differentiable = false});
+OpDef any("any", {"x"}, infer_logical, R, attrs_of<ReduceAttrs>(), {.differentiable = false});
 OpDef max_dim("max_dim", {"x"}, infer_dim_extreme, R, attrs_of<DimReduceAttrs>());
 OpDef min_dim("min_dim", {"x"}, infer_dim_extreme, R, attrs_of<DimReduceAttrs>());
 OpDef var("var", {"x"}, infer_var, R, attrs_of<VarAttrs>());
 OpDef norm("norm", {"x"}, infer_norm, R, attrs_of<NormAttrs>());
-
-namespace {
-struct Properties {
-  Properties() {
-    sum.saves_inputs = 0;
-    // prod's vjp reads x and the product; amax/amin's compare x with the result.
-    for (OpDef* op : {&prod, &amax, &amin, &norm}) op->saves_outputs = 1;
-    all.differentiable = false;
-    any.differentiable = false;
-    // max_dim/min_dim's vjp only scatters into the selected positions.
-    for (OpDef* op : {&max_dim, &min_dim}) {
-      op->saves_inputs = 0;
-      op->saves_outputs = 0b10;
-    }
-  }
-} properties;
-}  // namespace
 
 }  // namespace kiln::ops

@@ -21,15 +21,4 @@ OpDef softmax("softmax", {"x"}, infer_softmax, LoweringClass::Composite, attrs_o
 OpDef log_softmax("log_softmax", {"x"}, infer_softmax, LoweringClass::Composite,
                   attrs_of<SoftmaxAttrs>());
 
-namespace {
-struct Properties {
-  Properties() {
-    for (OpDef* op : {&softmax, &log_softmax}) {
-      op->saves_inputs = 0;
-      op->saves_outputs = 1;
-    }
-  }
-} properties;
-}  // namespace
-
 }  // namespace kiln::ops

@@ -247,11 +247,9 @@ void detach_kernel(KernelCall& c) {
   c.outputs[0] = x.alias(x.sizes(), x.strides(), x.storage_offset());
 }
 
-OpDef& as_view(OpDef& op, KernelFn kernel) {
-  op.kernel_makes_outputs = true;
-  op.saves_inputs = 0;
-  for (auto& k : op.kernels) k = kernel;
-  return op;
+// A view's kernel only makes an alias, so it serves every device.
+OpTraits a_view(KernelFn kernel) {
+  return {.every_device_kernel = kernel, .kernel_makes_outputs = true};
 }
 
 }  // namespace
@@ -285,39 +283,22 @@ std::optional<Shape> view_strides(IntList sizes, IntList strides, IntList shape)
   return out;
 }
 
-OpDef view("view", {"x"}, infer_view, V, attrs_of<ShapeAttrs>());
-OpDef expand("expand", {"x"}, infer_expand, V, attrs_of<ShapeAttrs>());
-OpDef permute("permute", {"x"}, infer_permute, V, attrs_of<PermuteAttrs>());
-OpDef slice("slice", {"x"}, infer_slice, V, attrs_of<SliceAttrs>());
-OpDef select("select", {"x"}, infer_select, V, attrs_of<SelectAttrs>());
-OpDef squeeze("squeeze", {"x"}, infer_squeeze, V, attrs_of<DimsAttrs>());
-OpDef unsqueeze("unsqueeze", {"x"}, infer_unsqueeze, V, attrs_of<DimAttrs>());
-OpDef as_strided("as_strided", {"x"}, infer_as_strided, V, attrs_of<AsStridedAttrs>());
+OpDef view("view", {"x"}, infer_view, V, attrs_of<ShapeAttrs>(), a_view(view_kernel));
+OpDef expand("expand", {"x"}, infer_expand, V, attrs_of<ShapeAttrs>(), a_view(expand_kernel));
+OpDef permute("permute", {"x"}, infer_permute, V, attrs_of<PermuteAttrs>(), a_view(permute_kernel));
+OpDef slice("slice", {"x"}, infer_slice, V, attrs_of<SliceAttrs>(), a_view(slice_kernel));
+OpDef select("select", {"x"}, infer_select, V, attrs_of<SelectAttrs>(), a_view(select_kernel));
+OpDef squeeze("squeeze", {"x"}, infer_squeeze, V, attrs_of<DimsAttrs>(), a_view(squeeze_kernel));
+OpDef unsqueeze("unsqueeze", {"x"}, infer_unsqueeze, V, attrs_of<DimAttrs>(),
+                a_view(unsqueeze_kernel));
+OpDef as_strided("as_strided", {"x"}, infer_as_strided, V, attrs_of<AsStridedAttrs>(),
+                 a_view(as_strided_kernel));
 OpDef slice_scatter("slice_scatter", {"base", "src"}, infer_slice_scatter, LoweringClass::Layout,
                     attrs_of<SliceAttrs>());
 OpDef clone("clone", {"x"}, infer_clone, LoweringClass::Layout);
-OpDef detach("detach", {"x"}, infer_clone, LoweringClass::View);
-
-namespace {
-struct Properties {
-  Properties() {
-    as_view(view, view_kernel);
-    as_view(expand, expand_kernel);
-    as_view(permute, permute_kernel);
-    as_view(slice, slice_kernel);
-    as_view(select, select_kernel);
-    as_view(squeeze, squeeze_kernel);
-    as_view(unsqueeze, unsqueeze_kernel);
-    as_view(as_strided, as_strided_kernel);
-    as_view(detach, detach_kernel);
-    detach.differentiable = false;
-    // The vjp maps the view back onto the input's storage positions, so it needs the
-    // input's strides and offset, which only the saved input carries.
-    as_strided.saves_inputs = 1;
-    clone.saves_inputs = 0;
-    slice_scatter.saves_inputs = 0;
-  }
-} properties;
-}  // namespace
+OpDef detach("detach", {"x"}, infer_clone, LoweringClass::View,
+             {.differentiable = false,
+              .every_device_kernel = detach_kernel,
+              .kernel_makes_outputs = true});
 
 }  // namespace kiln::ops
