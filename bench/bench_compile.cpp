@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "kiln/backends/interp.h"
+#include "kiln/interp/interp.h"
 #include "kiln/models/fashion_mlp.h"
 #include "kiln/models/residual_mlp.h"
 

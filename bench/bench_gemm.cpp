@@ -1,5 +1,5 @@
 // sgemm and conv2d benchmarks: kiln::matmul beside the libraries it could call, in the same run —
-// kiln's own packed GEMM (kiln/cpu_gemm/gemm.h, with B packed once or per call), OpenBLAS
+// kiln's own packed GEMM (kiln/cpu/gemm/gemm.h, with B packed once or per call), OpenBLAS
 // (cblas_sgemm), Eigen's GEMM, and oneDNN's dnnl_sgemm when libdnnl-dev is installed
 // (measured only, to justify the choice; kiln never links it) — and the FMA peak the
 // machine can reach, measured by a register-only kernel. Rates are FLOP/s counters.
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "bench_util.h"
-#include "kiln/cpu_gemm/conv2d.h"
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/conv2d.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/nn/functional.h"
 
 #if defined(KILN_BENCH_HAVE_DNNL)

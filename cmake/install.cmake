@@ -12,9 +12,9 @@ include(CMakePackageConfigHelpers)
 set_target_properties(kiln_eager PROPERTIES EXPORT_NAME eager)
 set_target_properties(kiln_rt PROPERTIES EXPORT_NAME rt)
 set(KILN_INSTALLED_TARGETS kiln kiln_eager kiln_runtime kiln_ir kiln_passes kiln_backends
-    kiln_backend_interp kiln_backend_cpu kiln_cpu_gemm kiln_cpu_exec kiln_artifact kiln_rt)
+    kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_artifact kiln_rt)
 if(KILN_COMPILER)
-  list(APPEND KILN_INSTALLED_TARGETS kiln_compiler kiln_codegen_cpu kiln_backend_cpu_compiler
+  list(APPEND KILN_INSTALLED_TARGETS kiln_compiler kiln_cpu_codegen kiln_cpu_compiler
        kiln_cli)
 endif()
 install(TARGETS ${KILN_INSTALLED_TARGETS} EXPORT kilnTargets
@@ -25,10 +25,10 @@ install(TARGETS ${KILN_INSTALLED_TARGETS} EXPORT kilnTargets
 # The public headers, one include tree. The code generator's and the GEMM's own headers stay
 # out: nothing public includes them.
 set(KILN_PUBLIC_INCLUDE_DIRS runtime/include ir/include passes/include backends/include
-    backends/interp/include backends/cpu/include frontend/artifact/include frontend/rt/include
+    backends/interp/include backends/cpu/kernels/include frontend/artifact/include frontend/rt/include
     frontend/include)
 if(KILN_COMPILER)
-  # The cpu backend's CompiledGraph (kiln/backends/cpu_compiler.h) is a cpu::GraphRunner.
+  # The cpu backend's CompiledGraph (kiln/cpu/compiler/cpu_backend.h) is a cpu::exec::GraphRunner.
   list(APPEND KILN_PUBLIC_INCLUDE_DIRS backends/cpu/compiler/include backends/cpu/exec/include)
 endif()
 foreach(dir ${KILN_PUBLIC_INCLUDE_DIRS})

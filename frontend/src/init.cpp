@@ -2,15 +2,15 @@
 #include "kiln/init.h"
 
 #include "autograd/record.h"
-#include "kiln/backends/cpu.h"
-#include "kiln/backends/interp.h"
+#include "kiln/cpu/kernels/register.h"
+#include "kiln/interp/interp.h"
 #include "vjp_registry.h"
 
 namespace kiln {
 
 void init() {
   static const bool done = [] {
-    cpu::register_cpu_kernels();
+    cpu::kernels::register_kernels();
     interp::register_backend();
     detail::register_elementwise_vjps();
     detail::register_view_vjps();

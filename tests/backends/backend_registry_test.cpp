@@ -6,7 +6,7 @@
 
 #include "frontend/compare_bits.h"
 #include "kiln/backends/backend.h"
-#include "kiln/backends/cpu_compiler.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/fused.h"
 #include "kiln/passes/pass_manager.h"
@@ -146,7 +146,7 @@ TEST(BackendRegistry, FuseAsksTheBackendsRules) {
     passes::PassManager("fuse", options).run(*g);
     return g;
   };
-  EXPECT_EQ(fused_count(*run(&cpu::fusion_rules())), 2u);
+  EXPECT_EQ(fused_count(*run(&cpu::compiler::fusion_rules())), 2u);
   std::unique_ptr<ir::Graph> partial = run(&float32_only);
   EXPECT_EQ(fused_count(*partial), 1u) << ir::print_graph(*partial);
   EXPECT_EQ(fused_count(*run(nullptr)), 0u);

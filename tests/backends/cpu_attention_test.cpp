@@ -1,4 +1,4 @@
-// kiln's fused float32 attention (kiln/cpu_gemm/attention.h) against a double-precision
+// kiln's fused float32 attention (kiln/cpu/gemm/attention.h) against a double-precision
 // softmax(q kᵀ * scale + mask) v: every instruction-set family this CPU can run, operands
 // read in place through batch offsets and row strides (the heads of a packed projection),
 // query counts that leave partial vectors and several query blocks, key counts that leave
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cpu_gemm/attention.h"
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/attention.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 

@@ -5,14 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "frontend/compare_bits.h"
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/backends/interp.h"
-#include "kiln/cpu_gemm/conv2d.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
+#include "kiln/cpu/gemm/conv2d.h"
+#include "kiln/interp/interp.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/reduction.h"
 #include "test_util.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::compiler {
 namespace {
 
 std::vector<Tensor> reference(const std::string& text, const std::vector<Tensor>& inputs) {
@@ -474,9 +474,9 @@ TEST(CpuCompiledGraph, FoldedConstantsNeedNoArgument) {
 }
 
 }  // namespace
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::compiler
 
-namespace kiln::cpu {
+namespace kiln::cpu::compiler {
 namespace {
 
 // Products of 40 terms of size ~1 summed in another order (each micro-kernel has its own)
@@ -733,4 +733,4 @@ TEST(CpuCompiledGraph, ManyRowsByALargeWeightOrAWeightComputedPerCallUseTheLibra
 }
 
 }  // namespace
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::compiler

@@ -1,4 +1,4 @@
-// kiln's direct convolution (kiln/cpu_gemm/conv2d.h) against a naive double-precision
+// kiln's direct convolution (kiln/cpu/gemm/conv2d.h) against a naive double-precision
 // convolution: every micro-kernel family this CPU can run, every panel width, strides,
 // asymmetric padding, dilation, groups (depthwise included), channel counts that leave
 // partial panels, pixel counts that leave partial strips and blocks, bias or none, one and
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cpu_gemm/conv2d.h"
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/conv2d.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-// kiln's packed GEMM (kiln/cpu_gemm/gemm.h) against a naive double-precision product: every
+// kiln's packed GEMM (kiln/cpu/gemm/gemm.h) against a naive double-precision product: every
 // micro-kernel this CPU can run, shapes with partial strips, panels and K blocks, both
 // layouts of B, one and two threads, and the epilogue hook (each row exactly once, after
 // it is final).
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "kiln/backends/cpu.h"
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/gemm.h"
+#include "kiln/cpu/kernels/register.h"
 #include "kiln/init.h"
 #include "kiln/thread_pool.h"
 #include "test_util.h"
@@ -148,7 +148,7 @@ TEST(CpuGemm, KilnStopsOpenBlasWorkersThatWouldSpin) {
   std::vector<float> a = kiln::random_floats(n * n, 1), c(n * n);
   sgemm(101 /*row major*/, 111 /*no trans*/, 111, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f,
         c.data(), n);
-  cpu::keep_openblas_single_threaded();                       // what kiln's set-up does once
+  cpu::kernels::keep_openblas_single_threaded();              // what kiln's set-up does once
   std::this_thread::sleep_for(std::chrono::milliseconds(2));  // kiln's own workers settle
   const double before = process_cpu_ms();
   std::this_thread::sleep_for(std::chrono::milliseconds(60));

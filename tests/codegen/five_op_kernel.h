@@ -2,7 +2,7 @@
 // dynamic length, with scalar a, b, c, d (five ops, one kernel named "fused_0").
 #pragma once
 
-namespace kiln::codegen::testing {
+namespace kiln::cpu::codegen::testing {
 
 inline constexpr const char* kFiveOpKernel = R"(graph g {
   input %0 "x": float32[s0]
@@ -23,4 +23,4 @@ inline constexpr const char* kFiveOpKernel = R"(graph g {
   return %5
 })";
 
-}  // namespace kiln::codegen::testing
+}  // namespace kiln::cpu::codegen::testing

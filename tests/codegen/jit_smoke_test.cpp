@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/codegen/smoke.h"
+#include "kiln/cpu/codegen/smoke.h"
 #include "kiln/error.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
@@ -147,4 +147,4 @@ TEST(CodegenJitSmoke, UntranslatableModuleReportsTheMlirDiagnostic) {
 }
 
 }  // namespace
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

@@ -3,7 +3,7 @@
 // foreign and racing entries never reach the JIT; an unusable directory only costs the cache;
 // default_cache_dir() follows the environment. Cold and warm compile times are printed.
 // Every test uses its own temporary cache directory, never the user's.
-#include "kiln/codegen/kernel_cache.h"
+#include "kiln/cpu/codegen/kernel_cache.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "codegen/five_op_kernel.h"
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 #include "kiln/error.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/fused.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 namespace fs = std::filesystem;
@@ -83,13 +83,13 @@ class EnvVar {
 // Parsed graphs with one `fused` node each, and their specs (which point into the graphs).
 struct Kernels {
   std::vector<std::shared_ptr<ir::Graph>> graphs;
-  std::vector<FusedKernelSpec> specs;
+  std::vector<exec::FusedKernelSpec> specs;
 
   void add(const std::string& text, const std::string& name) {
     graphs.push_back(ir::parse_graph(text));
     ir::verify(*graphs.back());
     for (const auto& node : graphs.back()->nodes())
-      if (node->op == &ops::fused) specs.push_back(fused_kernel_spec(*node, name));
+      if (node->op == &ops::fused) specs.push_back(exec::fused_kernel_spec(*node, name));
   }
 };
 
@@ -627,4 +627,4 @@ TEST(CodegenCache, ColdAndWarmCompileTimeReport) {
 }
 
 }  // namespace
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

@@ -1,9 +1,9 @@
 // Fused elementwise kernels generated through MLIR and JIT-compiled: the iteration spaces
-// fused_kernel_spec() derives; kernels checked against the reference executor (chains,
+// exec::fused_kernel_spec() derives; kernels checked against the reference executor (chains,
 // broadcasting, several outputs, every dtype, dynamic dims, split ranges, large outputs through
 // the streaming-store loop, every elementwise op); the accuracy of the vectorizable math; the
 // errors; and, printed rather than asserted, compile time and speed.
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -22,15 +22,15 @@
 #include <vector>
 
 #include "codegen/five_op_kernel.h"
-#include "kiln/backends/cpu.h"
-#include "kiln/backends/interp.h"
+#include "kiln/cpu/kernels/register.h"
 #include "kiln/dispatch.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused.h"
 #include "test_util.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 using ir::Graph;
@@ -40,7 +40,7 @@ using ir::Value;
 // The reference executor runs the eager kernels: fill the op table's CPU slots first.
 class RegisterCpuKernels : public ::testing::Environment {
  public:
-  void SetUp() override { cpu::register_cpu_kernels(); }
+  void SetUp() override { cpu::kernels::register_kernels(); }
 };
 ::testing::Environment* const register_cpu_kernels =
     ::testing::AddGlobalTestEnvironment(new RegisterCpuKernels);
@@ -116,7 +116,7 @@ Tensor pattern(DType dtype, IntList sizes, int salt = 0) {
 // The runtime size of each iteration dim, from the concrete output shape.
 std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList out_sizes) {
   std::vector<int64_t> dims;
-  for (const std::vector<int>& group : fused_dim_groups(fused)) {
+  for (const std::vector<int>& group : exec::fused_dim_groups(fused)) {
     int64_t size = 1;
     for (int d : group) size *= out_sizes[static_cast<size_t>(d)];
     dims.push_back(size);
@@ -126,7 +126,7 @@ std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList out_sizes) {
 
 // Runs a compiled kernel of `fused` on dense `inputs` (one per operand) into fresh outputs of
 // `out_sizes`; with `split` >= 0, as two calls [0, split) and [split, end).
-std::vector<Tensor> run_kernel(KernelFn fn, const ir::Node& fused,
+std::vector<Tensor> run_kernel(exec::FusedKernelFn fn, const ir::Node& fused,
                                const std::vector<Tensor>& inputs, IntList out_sizes,
                                int64_t split = -1) {
   std::vector<Tensor> outputs;
@@ -191,7 +191,7 @@ void expect_close(const Tensor& got, const Tensor& want, Tolerance tol, const st
 void check_case(const Case& c, const std::vector<Tensor>& inputs, Tolerance tol = {},
                 int64_t split = -1) {
   std::vector<Tensor> want = reference(c, inputs);
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
   std::vector<Tensor> got =
       run_kernel(module->lookup("fused_0"), *c.fused, inputs, want[0].sizes(), split);
@@ -200,7 +200,7 @@ void check_case(const Case& c, const std::vector<Tensor>& inputs, Tolerance tol 
     expect_close(got[k], want[k], tol, "output " + std::to_string(k));
 }
 
-// ---- fused_kernel_spec ----
+// ---- exec::fused_kernel_spec ----
 
 TEST(CodegenKernels, SpecMergesDimsThatBroadcastAlike) {
   Case c = parse_case(R"(graph g {
@@ -214,12 +214,12 @@ TEST(CodegenKernels, SpecMergesDimsThatBroadcastAlike) {
   }
   return %2
 })");
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "k");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "k");
   EXPECT_EQ(spec.name, "k");
   EXPECT_EQ(spec.region, c.fused->regions[0].get());
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{6, 4}));
   EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{{false, false}, {true, false}}));
-  EXPECT_EQ(fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0, 1}, {2}}));
+  EXPECT_EQ(exec::fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0, 1}, {2}}));
 }
 
 TEST(CodegenKernels, SpecDropsSizeOneDimsAndKeepsMiddleBroadcasts) {
@@ -236,11 +236,11 @@ TEST(CodegenKernels, SpecDropsSizeOneDimsAndKeepsMiddleBroadcasts) {
   }
   return %3
 })");
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "k");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "k");
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{2, 3, 5}));
   EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{
                                 {false, false, false}, {false, true, false}, {true, true, true}}));
-  EXPECT_EQ(fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0}, {2}, {3}}));
+  EXPECT_EQ(exec::fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{0}, {2}, {3}}));
 }
 
 TEST(CodegenKernels, SpecOfOneElementIsOneDimOfSizeOne) {
@@ -250,10 +250,10 @@ TEST(CodegenKernels, SpecOfOneElementIsOneDimOfSizeOne) {
                         " = fused(%0) {kind=\"elementwise\"} {\n    region (%2: " + t +
                         ") {\n      %3: " + t + " = relu(%2) {}\n      yield %3\n    }\n  }\n" +
                         "  return %1\n}");
-    FusedKernelSpec spec = fused_kernel_spec(*c.fused, "k");
+    exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "k");
     EXPECT_EQ(spec.dims, (std::vector<int64_t>{1})) << shape;
     EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{{false}})) << shape;
-    EXPECT_EQ(fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{}})) << shape;
+    EXPECT_EQ(exec::fused_dim_groups(*c.fused), (std::vector<std::vector<int>>{{}})) << shape;
   }
 }
 
@@ -276,9 +276,9 @@ TEST(CodegenKernels, SpecSymbolicDimsAreRuntimeDims) {
   }
   return %3, %7
 })");
-  EXPECT_EQ(fused_kernel_spec(*c.graph->nodes()[0], "k").dims, (std::vector<int64_t>{-1, 8}));
-  EXPECT_EQ(fused_kernel_spec(*c.graph->nodes()[1], "k").dims, (std::vector<int64_t>{-1}));
-  EXPECT_EQ(fused_dim_groups(*c.graph->nodes()[1]),
+  EXPECT_EQ(exec::fused_kernel_spec(*c.graph->nodes()[0], "k").dims, (std::vector<int64_t>{-1, 8}));
+  EXPECT_EQ(exec::fused_kernel_spec(*c.graph->nodes()[1], "k").dims, (std::vector<int64_t>{-1}));
+  EXPECT_EQ(exec::fused_dim_groups(*c.graph->nodes()[1]),
             (std::vector<std::vector<int>>{{0, 1, 2}}));
 }
 
@@ -288,17 +288,17 @@ TEST(CodegenKernels, SpecRejectsOutputsOfDifferentShapes) {
                       [](Graph& r, std::vector<Value*> a) {
                         return std::vector<Value*>{a[0], a[0]};
                       });
-  expect_error([&] { fused_kernel_spec(*c.fused, "k"); },
+  expect_error([&] { exec::fused_kernel_spec(*c.fused, "k"); },
                {"[codegen] expected every output of fused node", "to have one shape",
                 "found float32[2, 3] for output 0 and float32[3] for output 1",
                 "Fix: fuse only ops whose results share a shape"});
-  expect_error([&] { fused_dim_groups(*c.fused); }, {"to have one shape"});
+  expect_error([&] { exec::fused_dim_groups(*c.fused); }, {"to have one shape"});
 }
 
 TEST(CodegenKernels, SpecRejectsOperandsThatDoNotBroadcast) {
   Case c = build_case({type(DType::Float32, {4, 3})}, {type(DType::Float32, {3})},
                       [](Graph& r, std::vector<Value*> a) { return std::vector<Value*>{a[0]}; });
-  expect_error([&] { fused_kernel_spec(*c.fused, "k"); },
+  expect_error([&] { exec::fused_kernel_spec(*c.fused, "k"); },
                {"expected operand 0 of fused node",
                 "(float32[4, 3]) to broadcast to the iteration shape [3], found dim 0 of size 4",
                 "Fix: a fusion group's inputs must broadcast to its iteration shape"});
@@ -307,12 +307,12 @@ TEST(CodegenKernels, SpecRejectsOperandsThatDoNotBroadcast) {
 TEST(CodegenKernels, SpecRejectsGroupsWithoutResultsOrWithAbsentOperands) {
   Case none = build_case({type(DType::Float32, {3})}, {},
                          [](Graph&, std::vector<Value*>) { return std::vector<Value*>{}; });
-  expect_error([&] { fused_kernel_spec(*none.fused, "k"); },
+  expect_error([&] { exec::fused_kernel_spec(*none.fused, "k"); },
                {"to have at least one output, found none"});
   Case absent = build_case({type(DType::Float32, {3})}, {type(DType::Float32, {3})},
                            [](Graph&, std::vector<Value*> a) { return std::vector<Value*>{a[0]}; });
   const_cast<ir::Node*>(absent.fused)->inputs[0] = nullptr;
-  expect_error([&] { fused_kernel_spec(*absent.fused, "k"); },
+  expect_error([&] { exec::fused_kernel_spec(*absent.fused, "k"); },
                {"expected operand 0 of fused node", "found an absent operand"});
 }
 
@@ -473,7 +473,7 @@ TEST(CodegenKernels, DynamicDimsComeAtRunTime) {
   }
   return %3
 })");
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{-1, -1}));
   // One compiled kernel serves every size.
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
@@ -504,9 +504,9 @@ TEST(CodegenKernels, SplitRangeGivesTheSameResult) {
   return %2
 })");
   std::vector<Tensor> inputs = {pattern(DType::Float32, {10, 7}), pattern(DType::Float32, {7})};
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
-  KernelFn fn = module->lookup("fused_0");
+  exec::FusedKernelFn fn = module->lookup("fused_0");
   Tensor whole = run_kernel(fn, *c.fused, inputs, {10, 7})[0];
   for (int64_t split : {0, 3, 10})
     expect_close(run_kernel(fn, *c.fused, inputs, {10, 7}, split)[0], whole, {},
@@ -524,7 +524,7 @@ constexpr bool kStreamingHost = false;
 // Runs `fn` over [0, split) and [split, dims[0]) into fresh outputs placed `shift` elements
 // past a 64-byte boundary: 0 as kiln's allocator places buffers (where large outputs are
 // written with streaming stores), 1 where they are not line-aligned (the normal loop).
-std::vector<Tensor> run_shifted(KernelFn fn, const ir::Node& fused,
+std::vector<Tensor> run_shifted(exec::FusedKernelFn fn, const ir::Node& fused,
                                 const std::vector<Tensor>& inputs, IntList out_sizes, int64_t shift,
                                 int64_t split) {
   std::vector<void*> buffers;
@@ -575,12 +575,12 @@ TEST(CodegenKernels, LargeOutputsStreamWithTheSameResults) {
       pattern(DType::Float32, {rows, cols}, 1), pattern(DType::Float32, {cols}, 2),
       pattern(DType::Float32, {rows, 1}, 3), pattern(DType::Bool, {rows, cols}, 4),
       pattern(DType::Int32, {rows, cols}, 5)};
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   CodegenOptions options;
   options.keep_ir = true;
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1}, options);
   EXPECT_EQ(module->mlir_text().find("nontemporal") != std::string::npos, kStreamingHost);
-  KernelFn fn = module->lookup("fused_0");
+  exec::FusedKernelFn fn = module->lookup("fused_0");
   std::vector<Tensor> streamed = run_shifted(fn, *c.fused, inputs, {rows, cols}, 0, 333);
   std::vector<Tensor> normal = run_shifted(fn, *c.fused, inputs, {rows, cols}, 1, 333);
   std::vector<Tensor> want = reference(c, inputs);
@@ -605,7 +605,7 @@ TEST(CodegenKernels, StreamingStoresOnlyForLargeStaticOutputs) {
   options.keep_ir = true;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 256}, {2048, 2049}}) {
     Case c = bias_relu(rows, cols);
-    FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+    exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
     std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1}, options);
     bool large = kStreamingHost && rows * cols * 4 >= (int64_t{16} << 20);
     EXPECT_EQ(module->mlir_text().find("nontemporal") != std::string::npos, large) << rows;
@@ -613,7 +613,7 @@ TEST(CodegenKernels, StreamingStoresOnlyForLargeStaticOutputs) {
     std::vector<Tensor> inputs = {pattern(DType::Float32, {rows, cols}, 1),
                                   pattern(DType::Float32, {cols}, 2)};
     Tensor want = reference(c, inputs)[0];
-    KernelFn fn = module->lookup("fused_0");
+    exec::FusedKernelFn fn = module->lookup("fused_0");
     for (int64_t shift : {0, 1})  // a line-aligned output streams, the other cannot
       expect_close(run_shifted(fn, *c.fused, inputs, {rows, cols}, shift, rows / 3)[0], want, {},
                    std::to_string(rows) + " rows, output shifted by " + std::to_string(shift));
@@ -658,8 +658,9 @@ TEST(CodegenKernels, SeveralKernelsInOneModule) {
   }
   return %1, %4
 })");
-  std::vector<FusedKernelSpec> specs = {fused_kernel_spec(*c.graph->nodes()[0], "fused_0"),
-                                              fused_kernel_spec(*c.graph->nodes()[1], "fused_1")};
+  std::vector<exec::FusedKernelSpec> specs = {
+      exec::fused_kernel_spec(*c.graph->nodes()[0], "fused_0"),
+      exec::fused_kernel_spec(*c.graph->nodes()[1], "fused_1")};
   CodegenOptions options;
   options.keep_ir = true;
   std::unique_ptr<KernelModule> module = compile_kernels(specs, options);
@@ -697,7 +698,7 @@ TEST(CodegenKernels, PortableTargetComputesTheSame) {
   }
   return %1
 })");
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   CodegenOptions portable;
   portable.host_cpu_features = false;
   std::unique_ptr<KernelModule> plain = compile_kernels({&spec, 1}, portable);
@@ -867,9 +868,9 @@ TEST(CodegenKernels, EveryElementwiseOpMatchesItsEagerKernel) {
     }
   }
   // All kernels in one module: one LLVM run, and a large module is tested too.
-  std::vector<FusedKernelSpec> specs;
+  std::vector<exec::FusedKernelSpec> specs;
   for (size_t i = 0; i < cases.size(); ++i)
-    specs.push_back(fused_kernel_spec(*cases[i].c.fused, "op_" + std::to_string(i)));
+    specs.push_back(exec::fused_kernel_spec(*cases[i].c.fused, "op_" + std::to_string(i)));
   std::unique_ptr<KernelModule> module = compile_kernels(specs);
   for (size_t i = 0; i < cases.size(); ++i) {
     const OpCase& oc = cases[i];
@@ -997,7 +998,7 @@ TEST(CodegenKernels, Float32MathAccuracyAgainstDoubleLibm) {
        [](double v) { return 1 / (1 + std::exp(-v)); }},
   };
   std::vector<Case> cases;
-  std::vector<FusedKernelSpec> specs;
+  std::vector<exec::FusedKernelSpec> specs;
   for (const Sweep& s : sweeps) {
     ir::Type t = type(DType::Float32, {static_cast<int64_t>(s.x.size())});
     bool sigmoid = std::string(s.name).starts_with("sigmoid");
@@ -1010,7 +1011,7 @@ TEST(CodegenKernels, Float32MathAccuracyAgainstDoubleLibm) {
     }));
   }
   for (size_t i = 0; i < cases.size(); ++i)
-    specs.push_back(fused_kernel_spec(*cases[i].fused, "math_" + std::to_string(i)));
+    specs.push_back(exec::fused_kernel_spec(*cases[i].fused, "math_" + std::to_string(i)));
   std::unique_ptr<KernelModule> module = compile_kernels(specs);
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const Sweep& s = sweeps[i];
@@ -1044,7 +1045,7 @@ TEST(CodegenKernels, UnsupportedDtypesNameTheKernelAndOp) {
         return std::vector<Value*>{
             r.add_node(ops::cast, to_f32, {a[0]}, {type(DType::Float32, {4})})->outputs[0]};
       });
-  FusedKernelSpec spec = fused_kernel_spec(*input.fused, "fused_3");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*input.fused, "fused_3");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1062,7 +1063,7 @@ TEST(CodegenKernels, UnsupportedDtypesNameTheKernelAndOp) {
   }
   return %1
 })");
-  spec = fused_kernel_spec(*node.fused, "fused_4");
+  spec = exec::fused_kernel_spec(*node.fused, "fused_4");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1076,7 +1077,7 @@ TEST(CodegenKernels, OpsWithoutScalarBodyAreRejected) {
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(no_body, no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1092,15 +1093,15 @@ TEST(CodegenKernels, MalformedSpecsAreRejected) {
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(ops::relu, no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  FusedKernelSpec good = fused_kernel_spec(*c.fused, "fused_0");
-  FusedKernelSpec no_region = good;
+  exec::FusedKernelSpec good = exec::fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec no_region = good;
   no_region.region = nullptr;
   expect_error(
       [&] {
         compile_kernels({&no_region, 1});
       },
       {"[codegen] kernel 'fused_0': expected a fusion region, found none"});
-  FusedKernelSpec no_rows = good;
+  exec::FusedKernelSpec no_rows = good;
   no_rows.broadcast.clear();
   expect_error(
       [&] {
@@ -1108,20 +1109,20 @@ TEST(CodegenKernels, MalformedSpecsAreRejected) {
       },
       {"expected iteration dims and one broadcast row per region input (1), found 1 "
        "dims and 0 rows"});
-  FusedKernelSpec short_row = good;
+  exec::FusedKernelSpec short_row = good;
   short_row.dims = {2, 2};
   expect_error(
       [&] {
         compile_kernels({&short_row, 1});
       },
       {"expected 2 broadcast flags per input (one per iteration dim), found 1"});
-  std::vector<FusedKernelSpec> twice = {good, good};
+  std::vector<exec::FusedKernelSpec> twice = {good, good};
   expect_error([&] { compile_kernels(twice); },
                {"[codegen] expected unique kernel names, found 'fused_0' twice"});
 
   Case no_outputs =
       build_case({t}, {}, [](Graph&, std::vector<Value*>) { return std::vector<Value*>{}; });
-  FusedKernelSpec empty = good;
+  exec::FusedKernelSpec empty = good;
   empty.region = no_outputs.fused->regions[0].get();
   expect_error(
       [&] {
@@ -1134,7 +1135,7 @@ TEST(CodegenKernels, MalformedSpecsAreRejected) {
     Value* stray = r.parent()->inputs()[0].value;
     return std::vector<Value*>{r.add_node(ops::relu, no_attrs(), {stray}, {t})->outputs[0]};
   });
-  FusedKernelSpec stray = fused_kernel_spec(*outside.fused, "fused_0");
+  exec::FusedKernelSpec stray = exec::fused_kernel_spec(*outside.fused, "fused_0");
   expect_error(
       [&] {
         compile_kernels({&stray, 1});
@@ -1147,7 +1148,7 @@ TEST(CodegenKernels, NodesWithSeveralOutputsAreRejected) {
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(custom_op(), no_attrs(), {a[0]}, {t, t})->outputs[0]};
   });
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   expect_error(
       [&] {
         compile_kernels({&spec, 1});
@@ -1162,7 +1163,7 @@ void compile_custom(std::function<ScalarValue(ScalarBuilder&, std::span<const Sc
   Case c = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(custom_op(), no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   compile_kernels({&spec, 1});
 }
 
@@ -1238,7 +1239,7 @@ TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
   // relu(x * a + b) * c - d with scalar a, b, c, d: five ops.
   const char* text = testing::kFiveOpKernel;
   Case c = parse_case(text);
-  FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
   auto now = [] { return std::chrono::steady_clock::now(); };
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   auto start = now();
@@ -1266,7 +1267,7 @@ TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
     return best;
   };
   auto run = [&](const KernelModule& m) {
-    KernelFn fn = m.lookup("fused_0");
+    exec::FusedKernelFn fn = m.lookup("fused_0");
     std::vector<void*> buffers;
     for (const Tensor& t : inputs) buffers.push_back(t.raw_data());
     buffers.push_back(out.raw_data());
@@ -1285,9 +1286,9 @@ TEST(CodegenKernels, CompileTimeAndBandwidthReport) {
   Case tanh_case = build_case({t}, {t}, [&](Graph& r, std::vector<Value*> a) {
     return std::vector<Value*>{r.add_node(ops::tanh, no_attrs(), {a[0]}, {t})->outputs[0]};
   });
-  FusedKernelSpec tanh_spec = fused_kernel_spec(*tanh_case.fused, "fused_0");
+  exec::FusedKernelSpec tanh_spec = exec::fused_kernel_spec(*tanh_case.fused, "fused_0");
   std::unique_ptr<KernelModule> tanh_module = compile_kernels({&tanh_spec, 1});
-  KernelFn tanh_fn = tanh_module->lookup("fused_0");
+  exec::FusedKernelFn tanh_fn = tanh_module->lookup("fused_0");
   void* tanh_buffers[] = {x.raw_data(), out.raw_data()};
   double tanh_jit_ms = best_of([&] { tanh_fn(tanh_buffers, &n, 0, n); });
   double tanh_cpp_ms = best_of([&] {
@@ -1325,9 +1326,9 @@ TEST(CodegenKernels, SmallKernelCallTimeReport) {
   const int64_t dims[] = {64, 256};
   for (bool dynamic : {false, true}) {
     Case c = dynamic ? bias_relu("s0", "s1") : bias_relu("64", "256");
-    FusedKernelSpec spec = fused_kernel_spec(*c.fused, "fused_0");
+    exec::FusedKernelSpec spec = exec::fused_kernel_spec(*c.fused, "fused_0");
     std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
-    KernelFn fn = module->lookup("fused_0");
+    exec::FusedKernelFn fn = module->lookup("fused_0");
     expect_close(run_kernel(fn, *c.fused, {x, b}, {64, 256})[0], reference(c, {x, b})[0], {},
                  "bias + relu");
     const int calls = 20000;
@@ -1346,4 +1347,4 @@ TEST(CodegenKernels, SmallKernelCallTimeReport) {
 }
 
 }  // namespace
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "kiln/backends/cpu.h"
-#include "kiln/backends/interp.h"
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
+#include "kiln/cpu/kernels/register.h"
 #include "kiln/dispatch.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/fused.h"
 #include "test_util.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 const ir::Node* fused_node(const ir::Graph& g) {
@@ -60,14 +60,14 @@ Tensor scalar(double value, DType dtype) {
 // With split >= 0 the rows run as two calls.
 void check_row_kernel(std::string_view ir_text, const std::vector<Tensor>& inputs,
                       IntList iteration, double rtol, int64_t split = -1, double atol = 1e-30) {
-  cpu::register_cpu_kernels();
+  cpu::kernels::register_kernels();
   std::shared_ptr<ir::Graph> graph = ir::parse_graph(ir_text);
   ir::verify(*graph);
   const ir::Node* node = fused_node(*graph);
   ASSERT_NE(node, nullptr);
   std::vector<Tensor> want = interp::Executable(graph).run(inputs);
 
-  FusedKernelSpec spec = fused_kernel_spec(*node, "row_0");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*node, "row_0");
   ASSERT_TRUE(spec.rows);
   std::unique_ptr<KernelModule> module = compile_kernels({&spec, 1});
   std::vector<void*> buffers;
@@ -78,12 +78,12 @@ void check_row_kernel(std::string_view ir_text, const std::vector<Tensor>& input
     buffers.push_back(got.back().raw_data());
   }
   std::vector<int64_t> dims;
-  for (const std::vector<int>& group : fused_dim_groups(*node)) {
+  for (const std::vector<int>& group : exec::fused_dim_groups(*node)) {
     int64_t size = 1;
     for (int d : group) size *= iteration[static_cast<size_t>(d)];
     dims.push_back(size);
   }
-  KernelFn fn = module->lookup("row_0");
+  exec::FusedKernelFn fn = module->lookup("row_0");
   ASSERT_LT(split, dims[0]) << "split inside the rows";
   if (split < 0) {
     fn(buffers.data(), dims.data(), 0, dims[0]);
@@ -140,13 +140,13 @@ TEST(CodegenRowKernels, SpecKeepsTheReducedDimApartAndMarksPerRowOutputs) {
   return %2, %3
 })");
   const ir::Node& node = *fused_node(*g);
-  FusedKernelSpec spec = fused_kernel_spec(node, "k");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(node, "k");
   EXPECT_TRUE(spec.rows);
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{12, 8}));
   EXPECT_EQ(spec.broadcast, (std::vector<std::vector<bool>>{{false, false}, {true, false}}));
   EXPECT_EQ(spec.output_per_row, (std::vector<bool>{false, true}));
-  EXPECT_EQ(fused_iteration_shape(node), (Shape{4, 3, 8}));
-  EXPECT_EQ(fused_dim_groups(node), (std::vector<std::vector<int>>{{0, 1}, {2}}));
+  EXPECT_EQ(exec::fused_iteration_shape(node), (Shape{4, 3, 8}));
+  EXPECT_EQ(exec::fused_dim_groups(node), (std::vector<std::vector<int>>{{0, 1}, {2}}));
 }
 
 TEST(CodegenRowKernels, SpecOfOneRowHasADimOfOneRow) {
@@ -161,16 +161,16 @@ TEST(CodegenRowKernels, SpecOfOneRowHasADimOfOneRow) {
   return %1
 })");
   const ir::Node& node = *fused_node(*g);
-  FusedKernelSpec spec = fused_kernel_spec(node, "k");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(node, "k");
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{1, 300}));
   EXPECT_EQ(spec.output_per_row, (std::vector<bool>{true}));
-  EXPECT_EQ(fused_dim_groups(node), (std::vector<std::vector<int>>{{}, {0}}));
+  EXPECT_EQ(exec::fused_dim_groups(node), (std::vector<std::vector<int>>{{}, {0}}));
   check_row_kernel(ir::print_graph(*g), {random_tensor(DType::Float64, {300}, 1)}, {300}, 0);
 }
 
 TEST(CodegenRowKernels, SpecSymbolicRowsAreRuntimeDims) {
   std::shared_ptr<ir::Graph> g = ir::parse_graph(softmax_ir("s0", "64"));
-  FusedKernelSpec spec = fused_kernel_spec(*fused_node(*g), "k");
+  exec::FusedKernelSpec spec = exec::fused_kernel_spec(*fused_node(*g), "k");
   EXPECT_EQ(spec.dims, (std::vector<int64_t>{-1, 64}));
 }
 
@@ -186,7 +186,7 @@ TEST(CodegenRowKernels, SpecRejectsOutputsOfAnotherShape) {
   }
   return %1
 })");
-  expect_error([&] { fused_kernel_spec(*fused_node(*g), "k"); },
+  expect_error([&] { exec::fused_kernel_spec(*fused_node(*g), "k"); },
                {"[codegen] expected output 0 of fused node %1 to have the row group's shape "
                 "[4, 8] or its row shape [4, 1], found float32[1, 8]",
                 "Fix: a row group's results are per element or per row"});
@@ -204,7 +204,7 @@ TEST(CodegenRowKernels, SpecRejectsReductionsOfAnotherShape) {
   }
   return %1
 })");
-  expect_error([&] { fused_kernel_spec(*fused_node(*g), "k"); },
+  expect_error([&] { exec::fused_kernel_spec(*fused_node(*g), "k"); },
                {"[codegen] expected every reduction of the row group fused node %1 to reduce "
                 "the shape [4, 8], found float32[4, 1] for sum %4",
                 "Fix: a row kernel loops over one row length"});
@@ -229,7 +229,7 @@ TEST(CodegenRowKernels, LargeOutputsTakeTheStreamingStores) {
                    {8400, 1000}, 2e-6);
   auto has_streaming_code = [](const std::string& text) {
     std::shared_ptr<ir::Graph> g = ir::parse_graph(text);
-    FusedKernelSpec spec = fused_kernel_spec(*fused_node(*g), "k");
+    exec::FusedKernelSpec spec = exec::fused_kernel_spec(*fused_node(*g), "k");
     CodegenOptions options;
     options.keep_ir = true;
     return compile_kernels({&spec, 1}, options)->mlir_text().find("nontemporal") !=
@@ -333,4 +333,4 @@ TEST(CodegenRowKernels, LogSoftmaxOfRowsOfOneElement) {
 }
 
 }  // namespace
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

@@ -1,6 +1,6 @@
 // Generated kernels exported as a shared library (ahead-of-time export's machine code): a
 // position-independent module linked with link_shared_library and loaded with
-// cpu::KernelLibrary computes exactly what the JIT runs, libm calls included; and the
+// cpu::exec::KernelLibrary computes exactly what the JIT runs, libm calls included; and the
 // errors of linking and loading name the file and the fix.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "codegen/five_op_kernel.h"
-#include "kiln/codegen/kernels.h"
-#include "kiln/cpu_exec/kernel_library.h"
+#include "kiln/cpu/codegen/kernels.h"
+#include "kiln/cpu/exec/kernel_library.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/fused.h"
 #include "test_util.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 namespace fs = std::filesystem;
@@ -41,14 +41,14 @@ struct ScratchDir {
 // The one fused node of `text`, as a spec named `name`, compiled position-independent.
 struct Compiled {
   std::shared_ptr<ir::Graph> graph;
-  FusedKernelSpec spec;
+  exec::FusedKernelSpec spec;
   std::unique_ptr<KernelModule> module;
 };
 Compiled compile_text(const char* text, const std::string& name) {
   Compiled c;
   c.graph = ir::parse_graph(text);
   for (const auto& node : c.graph->nodes())
-    if (node->op == &ops::fused) c.spec = fused_kernel_spec(*node, name);
+    if (node->op == &ops::fused) c.spec = exec::fused_kernel_spec(*node, name);
   CodegenOptions options;
   options.position_independent = true;  // no cache: the test compiles what it links
   c.module = compile_kernels({&c.spec, 1}, options);
@@ -56,7 +56,8 @@ Compiled compile_text(const char* text, const std::string& name) {
 }
 
 // Runs a one-dim kernel over `x` with the given scalar operands.
-std::vector<float> run(KernelFn fn, const std::vector<float>& x, std::vector<float> scalars) {
+std::vector<float> run(exec::FusedKernelFn fn, const std::vector<float>& x,
+                       std::vector<float> scalars) {
   std::vector<float> out(x.size());
   std::vector<void*> buffers{const_cast<float*>(x.data())};
   for (float& s : scalars) buffers.push_back(&s);
@@ -77,7 +78,7 @@ TEST(CodegenSharedLibrary, ExportedKernelsComputeWhatTheJitComputes) {
   Compiled five = compile_text(testing::kFiveOpKernel, "fused_0");
   const std::string path = dir.path + "/libkernels.so";
   link_shared_library(five.module->object(), path);
-  cpu::KernelLibrary library(path);
+  cpu::exec::KernelLibrary library(path);
   std::vector<float> x = ramp(1003);  // not a multiple of any vector width
   EXPECT_EQ(run(library.lookup("fused_0"), x, {1.5f, -2.0f, 0.5f, 3.0f}),
             run(five.module->lookup("fused_0"), x, {1.5f, -2.0f, 0.5f, 3.0f}));
@@ -103,7 +104,7 @@ TEST(CodegenSharedLibrary, KernelsThatCallLibmLinkAgainstIt) {
                                 "waves");
   const std::string path = dir.path + "/libwaves.so";
   link_shared_library(sines.module->object(), path);
-  cpu::KernelLibrary library(path);
+  cpu::exec::KernelLibrary library(path);
   std::vector<float> x = ramp(257);
   std::vector<float> got = run(library.lookup("waves"), x, {});
   EXPECT_EQ(got, run(sines.module->lookup("waves"), x, {}));
@@ -112,12 +113,12 @@ TEST(CodegenSharedLibrary, KernelsThatCallLibmLinkAgainstIt) {
 
 TEST(CodegenSharedLibrary, LoadingErrorsNameTheFileAndTheFix) {
   ScratchDir dir;
-  expect_error([&] { cpu::KernelLibrary missing(dir.path + "/nothing.so"); },
+  expect_error([&] { cpu::exec::KernelLibrary missing(dir.path + "/nothing.so"); },
                {"[kernels] expected a shared library of kernels at", "nothing.so",
                 "cannot be opened", "Fix: point at the kernels file an export wrote"});
   const std::string junk = dir.path + "/junk.so";
   std::ofstream(junk) << "not a library";
-  expect_error([&] { cpu::KernelLibrary bad(junk); },
+  expect_error([&] { cpu::exec::KernelLibrary bad(junk); },
                {"junk.so is not a complete ELF shared library", "shorter than an ELF header"});
 
   Compiled five = compile_text(testing::kFiveOpKernel, "fused_0");
@@ -127,12 +128,12 @@ TEST(CodegenSharedLibrary, LoadingErrorsNameTheFileAndTheFix) {
   const std::string truncated = dir.path + "/truncated.so";
   std::filesystem::copy_file(path, truncated);
   std::filesystem::resize_file(truncated, std::filesystem::file_size(path) / 2);
-  expect_error([&] { cpu::KernelLibrary bad(truncated); },
+  expect_error([&] { cpu::exec::KernelLibrary bad(truncated); },
                {"truncated.so is not a complete ELF shared library", "truncated or damaged"});
   std::filesystem::resize_file(truncated, 200);
-  expect_error([&] { cpu::KernelLibrary bad(truncated); }, {"lie outside the file"});
+  expect_error([&] { cpu::exec::KernelLibrary bad(truncated); }, {"lie outside the file"});
 
-  cpu::KernelLibrary library(path);
+  cpu::exec::KernelLibrary library(path);
   expect_error([&] { library.lookup("fused_7"); },
                {"[kernels] expected", "libkernels.so to define kernel 'fused_7'",
                 "Fix: the library and the graph that names its kernels must come from the same "
@@ -155,4 +156,4 @@ TEST(CodegenSharedLibrary, LinkingErrorsNameTheCompilerAndItsOutput) {
 }
 
 }  // namespace
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

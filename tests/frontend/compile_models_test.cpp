@@ -11,8 +11,8 @@
 #include <map>
 
 #include "frontend/compare_bits.h"
-#include "kiln/backends/interp.h"
-#include "kiln/cpu_gemm/conv2d.h"
+#include "kiln/cpu/gemm/conv2d.h"
+#include "kiln/interp/interp.h"
 #include "kiln/kiln.h"
 #include "kiln/models.h"
 #include "test_util.h"

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "frontend/compare_bits.h"
-#include "kiln/backends/interp.h"
+#include "kiln/interp/interp.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/debug_print.h"
 #include "test_util.h"

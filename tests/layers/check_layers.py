@@ -8,8 +8,10 @@ backends/README.md states). Every `#include "..."` of every .h/.cpp is resolved 
 build resolves it (the including file's folder, then the include folders), and the folder the
 header lives in must be of the same layer or a lower one. Two more rules: the layers that build
 without LLVM/MLIR (everything but the code generator, the cpu compiler, export and the CLI)
-include none of those, and passes/ names no CPU-codegen fact. Prints every violation and exits
-1, or prints a summary and exits 0.
+include none of those, and passes/ names no CPU-codegen fact. Last, the names of each library
+below backends/ agree: folder backends/X/Y = headers kiln/X/Y/ = namespace kiln::X::Y = CMake
+target kiln_X_Y (the interface in backends/ itself is kiln/backends/, kiln::backends,
+kiln_backends). Prints every violation and exits 1, or prints a summary and exits 0.
 """
 import os
 import re
@@ -41,13 +43,13 @@ COMPILER_ONLY = {"backends/cpu codegen", "backends/cpu compiler", "frontend comp
 NOT_BELOW = {("frontend rt", "frontend eager"), ("frontend artifact format", "frontend eager"),
              ("frontend rt", "frontend compiler (export)")}
 INCLUDE_DIRS = ["runtime/include", "ir/include", "passes/include", "backends/include",
-                "backends/interp/include", "backends/cpu/include", "backends/cpu/gemm/include",
+                "backends/interp/include", "backends/cpu/kernels/include", "backends/cpu/gemm/include",
                 "backends/cpu/exec/include", "backends/cpu/codegen/include",
                 "backends/cpu/compiler/include", "frontend/artifact/include",
                 "frontend/rt/include", "frontend/include", "frontend/src", "ir/src",
                 "passes/src", "."]
 # CPU-codegen facts a target-independent pass must not know (passes ask FusionRules).
-PASSES_FORBIDDEN = [r"is_cpu\(\)", r"supported_dtype", r'#\s*include\s+"kiln/(codegen|backends|cpu_exec|cpu_gemm)/']
+PASSES_FORBIDDEN = [r"is_cpu\(\)", r"supported_dtype", r'#\s*include\s+"kiln/(cpu|interp|backends)/']
 # Where passes/ may still test for the CPU, and why.
 PASSES_ALLOWED = {
     # Constant folding evaluates nodes at compile time with the eager CPU kernels: where the
@@ -74,6 +76,64 @@ def resolve(root, source, header):
         if os.path.isfile(os.path.join(root, candidate)):
             return candidate
     return None
+
+
+NAMESPACE = re.compile(r"^namespace (kiln(?:::\w+)*) \{", re.M)
+ADD_LIBRARY = re.compile(r"add_library\((kiln_\w+) (?:STATIC|SHARED)")
+
+
+def name_problems(root):
+    """Folder = include path = namespace = CMake target, for every library under backends/."""
+    problems, libraries = [], 0
+    for folder, dirs, files in os.walk(os.path.join(root, "backends")):
+        if "CMakeLists.txt" not in files:
+            continue
+        cmake = open(os.path.join(folder, "CMakeLists.txt"), encoding="utf-8").read()
+        targets = ADD_LIBRARY.findall(cmake)
+        if not targets:
+            continue
+        libraries += 1
+        rel = os.path.relpath(folder, os.path.join(root, "backends"))
+        parts = ["backends"] if rel == "." else rel.split(os.sep)
+        where = os.path.relpath(folder, root)
+        want_target, want_ns = "kiln_" + "_".join(parts), "kiln::" + "::".join(parts)
+        want_include = os.path.join("include", "kiln", *parts)
+        if targets != [want_target]:
+            problems.append(f"{where}/CMakeLists.txt: the library is {targets}, expected "
+                            f"{want_target} (the folder's name)")
+        for sub, _, names in os.walk(folder):
+            if os.path.relpath(sub, folder) != "." and rel == "." and \
+                    os.path.relpath(sub, folder).split(os.sep)[0] != "include" and \
+                    os.path.relpath(sub, folder).split(os.sep)[0] != "src":
+                continue  # another library's folder below the interface
+            if sub != folder and os.path.isfile(os.path.join(sub, "CMakeLists.txt")):
+                continue
+            for name in names:
+                if not name.endswith((".h", ".cpp")):
+                    continue
+                path = os.path.join(sub, name)
+                source = os.path.relpath(path, root)
+                inside = os.path.relpath(path, folder)
+                if inside.startswith("include" + os.sep) and \
+                        not inside.startswith(want_include + os.sep):
+                    problems.append(f"{source}: a public header of {want_target} belongs under "
+                                    f"{where}/{want_include}/")
+                text = open(path, encoding="utf-8").read()
+                for m in NAMESPACE.finditer(text):
+                    ns = m.group(1)
+                    if ns == want_ns or ns.startswith(want_ns + "::"):
+                        continue
+                    if ns in OTHER_NAMESPACE_DECLARATIONS:
+                        continue
+                    line = text.count("\n", 0, m.start()) + 1
+                    problems.append(f"{source}:{line}: namespace {ns} in {where}; expected "
+                                    f"{want_ns}")
+    return problems, libraries
+
+
+# Namespaces a library may open besides its own: forward declarations of a lower layer's types.
+OTHER_NAMESPACE_DECLARATIONS = {"kiln", "kiln::ir", "kiln::interp", "kiln::passes",
+                                "kiln::cpu::gemm", "kiln::cpu::codegen", "kiln::cpu::exec"}
 
 
 def main():
@@ -111,12 +171,15 @@ def main():
                     elif theirs in COMPILER_ONLY and own not in COMPILER_ONLY:
                         problems.append(f"{source}:{line}: {own} builds without LLVM/MLIR but "
                                         f"includes {header} ({theirs})")
+    naming, libraries = name_problems(root)
+    problems += naming
     for p in problems:
         print(p)
     if problems:
-        print(f"{len(problems)} layering problems in {checked} files")
+        print(f"{len(problems)} layering or naming problems in {checked} files")
         return 1
-    print(f"{checked} files: no include of a higher layer, no CPU-codegen fact in passes/")
+    print(f"{checked} files: no include of a higher layer, no CPU-codegen fact in passes/; "
+          f"{libraries} libraries under backends/ whose folder, headers, namespace and target agree")
     return 0
 
 

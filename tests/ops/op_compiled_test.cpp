@@ -7,8 +7,8 @@
 
 #include "frontend/compare_bits.h"
 #include "harness.h"
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/backends/interp.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
+#include "kiln/interp/interp.h"
 #include "kiln/kiln.h"
 
 namespace kiln::testing {
@@ -52,9 +52,9 @@ TEST_P(OpCompiled, InterpIsEagerAndCompiledMatches) {
     std::vector<Tensor> reference = interp::Executable(shared).run(args);
     ASSERT_EQ(reference.size(), 1u) << where;
     EXPECT_TRUE(same_bits(reference[0], want)) << where << " (interp)";
-    cpu::CompilerOptions options;
+    cpu::compiler::CompilerOptions options;
     options.verify_passes = true;
-    cpu::CompiledGraph compiled(*shared, options);
+    cpu::compiler::CompiledGraph compiled(*shared, options);
     std::vector<Tensor> got = compiled.run(args);
     ASSERT_EQ(got.size(), 1u) << where;
     double tol = !is_floating(want.dtype()) ? 0 : dtype == kFloat64 ? c.f64_tol : c.f32_tol;

@@ -10,7 +10,7 @@
 #include <map>
 #include <random>
 
-#include "kiln/backends/interp.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/pass_manager.h"
 #include "passes/pass_test_util.h"
@@ -418,7 +418,7 @@ TEST(PassDecompose, LeavesOtherDtypesAlone) {
   ASSERT_NE(find_pass("decompose"), nullptr);
   std::unique_ptr<Pass> pass = find_pass("decompose")->create(PassOptions());
   PassContext context;
-  context.fusion = &cpu::fusion_rules();
+  context.fusion = &cpu::compiler::fusion_rules();
   EXPECT_FALSE(pass->run(*g, context));
   EXPECT_EQ(ir::print_graph(*g), unchanged(ir));
   EXPECT_EQ(pass->summary(), "0 ops into 0");

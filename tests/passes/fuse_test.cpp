@@ -3,7 +3,7 @@
 // ones did (both run through the reference executor, which runs a group op by op).
 #include <gtest/gtest.h>
 
-#include "kiln/backends/interp.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/fused.h"

@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/backends/interp.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
 #include "kiln/dispatch.h"
 #include "kiln/init.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/elementwise.h"
@@ -35,7 +35,7 @@ inline std::unique_ptr<ir::Graph> parse(std::string_view ir) {
 inline PipelineOptions test_pipeline_options() {
   PipelineOptions options;
   options.verify_each = true;
-  options.context.fusion = &cpu::fusion_rules();
+  options.context.fusion = &cpu::compiler::fusion_rules();
   return options;
 }
 

@@ -3,8 +3,8 @@
 // and specialized graphs computing what the dynamic ones did.
 #include <gtest/gtest.h>
 
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/backends/interp.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/kiln.h"
 #include "kiln/passes/pass_manager.h"
@@ -136,9 +136,9 @@ TEST(PassSpecialize, SpecializedGraphsComputeTheSameAndPlanStatically) {
   std::vector<Tensor> got = interp::Executable(specialized).run(in);
   EXPECT_EQ(got[0].to_vector<float>(), want[0].to_vector<float>());
 
-  cpu::CompilerOptions options;
+  cpu::compiler::CompilerOptions options;
   options.pipeline = "specialize{s0=7}," + default_pipeline();
-  cpu::CompiledGraph compiled(*parse(ir), options);
+  cpu::compiler::CompiledGraph compiled(*parse(ir), options);
   // Static sizes: buffers planned once, not per input size.
   EXPECT_EQ(compiled.stats().memory.find("per input size"), std::string::npos)
       << compiled.stats().str();

@@ -1,4 +1,4 @@
-// Spec checks: everything the emitters rely on in a FusedKernelSpec (its region, dims,
+// Spec checks: everything the emitters rely on in a exec::FusedKernelSpec (its region, dims,
 // broadcast flags, dtypes, scalar bodies, row reductions), checked before any MLIR is built,
 // so a bad spec fails with the kernel and op named and a fix, not with an MLIR verifier
 // error. Plain C++ and separate from emission: the cpu backend's fusion rules ask
@@ -12,7 +12,7 @@
 #include "kiln/ops/reduction.h"
 #include "stages.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 
 bool supported_dtype(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Int32 || t == DType::Int64 ||
@@ -35,20 +35,21 @@ std::optional<ScalarOp> row_reduction_kind(const ir::Node& n) {
   return std::nullopt;
 }
 
-void check_spec(const FusedKernelSpec& spec) {
+void check_spec(const exec::FusedKernelSpec& spec) {
   const std::string where = "[codegen] kernel '" + spec.name + "'";
-  KILN_CHECK(spec.region != nullptr, where,
-             ": expected a fusion region, found none. Fix: build the spec with fused_kernel_spec() "
-             "from a fused node.");
+  KILN_CHECK(
+      spec.region != nullptr, where,
+      ": expected a fusion region, found none. Fix: build the spec with exec::fused_kernel_spec() "
+      "from a fused node.");
   const ir::Graph& region = *spec.region;
   KILN_CHECK(!spec.dims.empty() && spec.broadcast.size() == region.inputs().size(), where,
              ": expected iteration dims and one broadcast row per region input (",
              region.inputs().size(), "), found ", spec.dims.size(), " dims and ",
-             spec.broadcast.size(), " rows. Fix: build the spec with fused_kernel_spec().");
+             spec.broadcast.size(), " rows. Fix: build the spec with exec::fused_kernel_spec().");
   for (const std::vector<bool>& row : spec.broadcast)
     KILN_CHECK(row.size() == spec.dims.size(), where, ": expected ", spec.dims.size(),
                " broadcast flags per input (one per iteration dim), found ", row.size(),
-               ". Fix: build the spec with fused_kernel_spec().");
+               ". Fix: build the spec with exec::fused_kernel_spec().");
   KILN_CHECK(!region.outputs().empty(), where,
              ": expected the region to have outputs, found none. Fix: the fusion pass must not "
              "create a group without results.");
@@ -64,10 +65,11 @@ void check_spec(const FusedKernelSpec& spec) {
                                             [](bool b) { return b; })),
              where, ": expected one per-row flag per region output (", region.outputs().size(),
              "), set only in a row kernel, found ", spec.output_per_row.size(),
-             " flags. Fix: build the spec with fused_kernel_spec().");
+             " flags. Fix: build the spec with exec::fused_kernel_spec().");
   KILN_CHECK(!spec.rows || spec.dims.size() >= 2, where,
              ": expected a row kernel to have a dim of rows and the reduced dim, found ",
-             spec.dims.size(), " iteration dims. Fix: build the spec with fused_kernel_spec().");
+             spec.dims.size(),
+             " iteration dims. Fix: build the spec with exec::fused_kernel_spec().");
   for (const auto& node : region.nodes()) {
     if (spec.rows && row_reduction_kind(*node)) {
       KILN_CHECK(is_floating(node->outputs[0]->type.dtype), where, ": expected the row reduction ",
@@ -89,4 +91,4 @@ void check_spec(const FusedKernelSpec& spec) {
 }
 
 }  // namespace detail
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

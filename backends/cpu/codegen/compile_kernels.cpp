@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/codegen/kernel_cache.h"
+#include "kiln/cpu/codegen/kernel_cache.h"
 #include "kiln/error.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -28,7 +28,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "stages.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace detail {
 
 DiagnosticCollector::DiagnosticCollector(mlir::MLIRContext* ctx)
@@ -61,11 +61,11 @@ std::string print_op(mlir::Operation* op) {
 
 }  // namespace
 
-std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> kernels,
+std::unique_ptr<KernelModule> compile_kernels(std::span<const exec::FusedKernelSpec> kernels,
                                               const CodegenOptions& options) {
   std::set<std::string> unique_names;
   std::vector<std::string> names;
-  for (const FusedKernelSpec& spec : kernels) {
+  for (const exec::FusedKernelSpec& spec : kernels) {
     detail::check_spec(spec);
     KILN_CHECK(unique_names.insert(spec.name).second,
                "[codegen] expected unique kernel names, found '", spec.name,
@@ -95,7 +95,8 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
       mlir::ModuleOp::create(mlir::NameLoc::get(mlir::StringAttr::get(&ctx, "kiln.kernels")));
   // Streaming stores only where the kernel can fence them (x86's sfence).
   const bool streaming_stores = tm->getTargetTriple().isX86();
-  for (const FusedKernelSpec& spec : kernels) detail::emit_kernel(*module, spec, streaming_stores);
+  for (const exec::FusedKernelSpec& spec : kernels)
+    detail::emit_kernel(*module, spec, streaming_stores);
   bool verified = mlir::succeeded(mlir::verify(*module));
   KILN_CHECK(
       verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
@@ -176,4 +177,4 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
   return result;
 }
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

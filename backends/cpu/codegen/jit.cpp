@@ -19,7 +19,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "stages.h"
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 namespace {
 
 // The JIT only links objects (emit_object's or the cache's): it is never asked to compile IR.
@@ -37,13 +37,13 @@ class ObjectsOnly final : public llvm::orc::IRCompileLayer::IRCompiler {
 JitKernelModule::JitKernelModule() = default;
 JitKernelModule::~JitKernelModule() = default;
 
-KernelFn JitKernelModule::lookup(const std::string& name) const {
+exec::FusedKernelFn JitKernelModule::lookup(const std::string& name) const {
   auto it = kernels_.find(name);
   if (it != kernels_.end()) return it->second;
   std::string names;
   for (const auto& [n, fn] : kernels_) names += (names.empty() ? "" : ", ") + n;
   KILN_FAIL("[codegen] expected a kernel named '", name, "' in this module, found only: ", names,
-            ". Fix: look up a name given in an FusedKernelSpec.");
+            ". Fix: look up a name given in an exec::FusedKernelSpec.");
 }
 
 std::string link_object(JitKernelModule& module, std::string_view object,
@@ -78,15 +78,15 @@ std::string link_object(JitKernelModule& module, std::string_view object,
   if (llvm::Error error = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(
           llvm::StringRef(object.data(), object.size()), "kiln.kernels.o")))
     return llvm_error_text(std::move(error));
-  std::map<std::string, KernelFn> kernels;
+  std::map<std::string, exec::FusedKernelFn> kernels;
   for (const std::string& name : names) {
     llvm::Expected<llvm::orc::ExecutorAddr> address = (*jit)->lookup(name);
     if (!address) return "kernel '" + name + "': " + llvm_error_text(address.takeError());
-    kernels[name] = address->toPtr<KernelFn>();
+    kernels[name] = address->toPtr<exec::FusedKernelFn>();
   }
   module.jit = std::move(*jit);
   module.kernels_ = std::move(kernels);
   return "";
 }
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

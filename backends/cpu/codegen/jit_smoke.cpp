@@ -1,5 +1,5 @@
 // The MLIR/LLVM toolchain smoke test: builds axpy with the builder API, lowers it to the LLVM
-// dialect, JIT-compiles it for the host and runs it (see kiln/codegen/smoke.h).
+// dialect, JIT-compiles it for the host and runs it (see kiln/cpu/codegen/smoke.h).
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "kiln/codegen/smoke.h"
+#include "kiln/cpu/codegen/smoke.h"
 #include "kiln/error.h"
 
 // Per-conversion headers only: mlir/Conversion/Passes.h and InitAll*.h would triple the
@@ -42,7 +42,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -278,4 +278,4 @@ SmokeResult run_jit_smoke(float a, std::span<const float> x, std::span<const flo
   return result;
 }
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

@@ -1,7 +1,7 @@
 // The on-disk kernel cache: keys, the entry file format (object + trailer), atomic writes and
 // the checks that keep a damaged entry from ever reaching the JIT. Only LLVM's hashing
 // headers are used here (cheap to compile); compile_kernels.cpp uses it.
-#include "kiln/codegen/kernel_cache.h"
+#include "kiln/cpu/codegen/kernel_cache.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -19,11 +19,11 @@
 #include <system_error>
 #include <vector>
 
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/xxhash.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 namespace {
 
 namespace fs = std::filesystem;
@@ -262,4 +262,4 @@ int KernelCache::evict(const std::string& keep) const {
   return deleted;
 }
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

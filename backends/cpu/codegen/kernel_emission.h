@@ -17,7 +17,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "stages.h"
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 
 // The scalar bodies' values as MLIR SSA values inside the innermost loop: scalars, or in the
 // streaming loop vectors of `lanes` elements (arith and math ops apply lane by lane, so one
@@ -98,7 +98,7 @@ class KernelEmitter {
 
  public:
   // streaming_stores: the target can fence non-temporal stores (x86's sfence).
-  KernelEmitter(mlir::ModuleOp module, const FusedKernelSpec& spec, bool streaming_stores)
+  KernelEmitter(mlir::ModuleOp module, const exec::FusedKernelSpec& spec, bool streaming_stores)
       : module_(module),
         spec_(spec),
         streaming_stores_(streaming_stores),
@@ -154,7 +154,7 @@ class KernelEmitter {
   ScalarValue evaluate(const ir::Value* v, RowPoint& point);
 
   mlir::ModuleOp module_;
-  const FusedKernelSpec& spec_;
+  const exec::FusedKernelSpec& spec_;
   bool streaming_stores_ = false;
   mlir::OpBuilder b_;
   MlirScalarBuilder sb_;
@@ -171,4 +171,4 @@ class KernelEmitter {
   std::unordered_map<const ir::Value*, size_t> input_index_;  // region input -> its index
 };
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

@@ -1,5 +1,5 @@
-// Loop emission: the function of each kernel (KernelFn's signature), its loop nests over the
-// iteration dims, the loads of the inputs and the stores of the outputs, with the ops' scalar
+// Loop emission: the function of each kernel (exec::FusedKernelFn's signature), its loop nests over
+// the iteration dims, the loads of the inputs and the stores of the outputs, with the ops' scalar
 // bodies (scalar_body_to_mlir.cpp) in the innermost loop; for large outputs also the streaming
 // nest of explicit vectors and non-temporal stores, chosen per call. A stage of its own
 // because it is about memory (offsets, broadcasting, alignment, which loop LLVM vectorizes),
@@ -18,14 +18,14 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/DialectRegistry.h"
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 
 void register_loop_dialects(mlir::DialectRegistry& registry) {
   registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect, mlir::scf::SCFDialect,
                   mlir::LLVM::LLVMDialect>();
 }
 
-void emit_kernel(mlir::ModuleOp module, const FusedKernelSpec& spec, bool streaming_stores) {
+void emit_kernel(mlir::ModuleOp module, const exec::FusedKernelSpec& spec, bool streaming_stores) {
   KernelEmitter(module, spec, streaming_stores).emit();
 }
 
@@ -328,4 +328,4 @@ mlir::Value KernelEmitter::splat(mlir::Value x, int64_t lanes) {
   return b_.create<mlir::LLVM::ShuffleVectorOp>(loc, v, v, llvm::SmallVector<int32_t>(lanes, 0));
 }
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

@@ -47,7 +47,7 @@
 #define KILN_VERSION_STRING "unversioned"
 #endif
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 namespace {
 
 // Bump whenever a change in this folder alters the machine code of the same MLIR (the
@@ -132,4 +132,4 @@ std::string emit_object(mlir::ModuleOp module, llvm::TargetMachine& tm,
   return std::string(object.data(), object.size());
 }
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

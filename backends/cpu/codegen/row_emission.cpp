@@ -1,4 +1,4 @@
-// Row emission: the loops of a row kernel (FusedKernelSpec::rows), which reduces the last
+// Row emission: the loops of a row kernel (exec::FusedKernelSpec::rows), which reduces the last
 // iteration dim: per row, one explicitly vectorized loop per reduction (sum, amax, amin), the
 // values that depend only on the row computed once, then one loop over the per-element
 // outputs. A file of its own because reductions carry state across the loop (accumulators,
@@ -16,7 +16,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 namespace {
 
 // A row kernel streams from the size of the whole L3: its input, read once from memory per
@@ -238,4 +238,4 @@ ScalarValue KernelEmitter::evaluate(const ir::Value* v, RowPoint& point) {
   return r;
 }
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

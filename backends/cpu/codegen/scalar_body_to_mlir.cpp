@@ -19,7 +19,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/DialectRegistry.h"
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 namespace {
 
 using Predicate = std::pair<mlir::arith::CmpFPredicate, mlir::arith::CmpIPredicate>;
@@ -341,4 +341,4 @@ mlir::Value MlirScalarBuilder::arithmetic(ScalarOp op, DType t, mlir::Value x, m
   }
 }
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

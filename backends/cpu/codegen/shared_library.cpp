@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 #include "kiln/error.h"
 
 extern char** environ;
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 
 namespace fs = std::filesystem;
 
@@ -89,4 +89,4 @@ void link_shared_library(const std::string& object, const std::string& path,
              ". Fix: install a C compiler (Debian: gcc) or point CC at one.");
 }
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

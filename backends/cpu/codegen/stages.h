@@ -1,13 +1,13 @@
 // The code generator's stages and what they hand each other; private to backends/cpu/codegen
-// (the public interface is kiln/codegen/kernels.h). MLIR and LLVM types are only declared
+// (the public interface is kiln/cpu/codegen/kernels.h). MLIR and LLVM types are only declared
 // here, so the stages that use neither (check_spec.cpp) or only LLVM (target_machine.cpp,
 // jit.cpp) never parse MLIR's headers, which cost tens of seconds per translation unit
 // (/work/shared/notes/mlir19.md).
 //
 // compile_kernels (compile_kernels.cpp) runs them in this order:
-//   check_spec.cpp           each FusedKernelSpec is checked before any MLIR is built
+//   check_spec.cpp           each exec::FusedKernelSpec is checked before any MLIR is built
 //   target_machine.cpp       the CPU LLVM compiles for (the JIT links for the same one)
-//   loop_emission.cpp        each spec becomes one func.func of the KernelFn signature: loops,
+//   loop_emission.cpp        each spec becomes a func.func of FusedKernelFn's signature: loops,
 //   row_emission.cpp         loads and stores (a row kernel's reductions), around
 //   scalar_body_to_mlir.cpp  the ops' scalar bodies as arith/math ops (kernel_emission.h)
 //   lowering.cpp             MLIR passes to the LLVM dialect, LLVM -O3, a relocatable object
@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 #include "kiln/scalar_body.h"
 
 namespace llvm {
@@ -43,7 +43,7 @@ class PassManager;
 class ScopedDiagnosticHandler;
 }  // namespace mlir
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 
 // ---- check_spec.cpp
 
@@ -56,7 +56,7 @@ std::string node_str(const ir::Node& n);
 std::optional<ScalarOp> row_reduction_kind(const ir::Node& n);
 
 // Checks what the emitter relies on before any MLIR is built, so errors name the kernel.
-void check_spec(const FusedKernelSpec& spec);
+void check_spec(const exec::FusedKernelSpec& spec);
 
 // ---- target_machine.cpp
 
@@ -103,7 +103,7 @@ void register_lowering_dialects(mlir::DialectRegistry& registry);     // lowerin
 
 // Appends the kernel of `spec` to `module`: func.func @name(%buffers, %dims, %begin, %end).
 // streaming_stores: the target can fence non-temporal stores (x86's sfence).
-void emit_kernel(mlir::ModuleOp module, const FusedKernelSpec& spec, bool streaming_stores);
+void emit_kernel(mlir::ModuleOp module, const exec::FusedKernelSpec& spec, bool streaming_stores);
 
 // ---- lowering.cpp
 
@@ -133,7 +133,7 @@ class JitKernelModule final : public KernelModule {
   // Both out of line (jit.cpp), where LLJIT is a complete type.
   JitKernelModule();
   ~JitKernelModule() override;
-  KernelFn lookup(const std::string& name) const override;
+  exec::FusedKernelFn lookup(const std::string& name) const override;
   const CodegenTimings& timings() const override { return timings_; }
   const std::string& mlir_text() const override { return mlir_text_; }
   const std::string& target() const override { return target_; }
@@ -146,7 +146,7 @@ class JitKernelModule final : public KernelModule {
 
   std::unique_ptr<llvm::orc::LLJIT> jit;  // owns the kernels' machine code
   std::string object_;
-  std::map<std::string, KernelFn> kernels_;
+  std::map<std::string, exec::FusedKernelFn> kernels_;
   CodegenTimings timings_;
   std::string mlir_text_;
   std::string target_;
@@ -162,4 +162,4 @@ std::string link_object(JitKernelModule& module, std::string_view object,
                         const llvm::orc::JITTargetMachineBuilder& jtmb,
                         const llvm::DataLayout& layout, const std::vector<std::string>& names);
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

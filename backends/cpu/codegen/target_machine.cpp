@@ -16,7 +16,7 @@
 #include "llvm/TargetParser/Triple.h"
 #include "stages.h"
 
-namespace kiln::codegen::detail {
+namespace kiln::cpu::codegen::detail {
 
 void init_llvm_once() {
   static std::once_flag once;
@@ -66,4 +66,4 @@ std::string full_target(const llvm::TargetMachine& tm) {
          tm.getTargetFeatureString().str();
 }
 
-}  // namespace kiln::codegen::detail
+}  // namespace kiln::cpu::codegen::detail

@@ -1,6 +1,6 @@
 // Reading one ELF section from the file: the section header table, its string table for the
 // names, then the section's bytes, each checked to lie inside the file.
-#include "kiln/cpu_exec/elf_section.h"
+#include "kiln/cpu/exec/elf_section.h"
 
 #include <elf.h>
 
@@ -11,7 +11,7 @@
 
 #include "kiln/error.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 std::optional<std::string> read_elf_section(const std::string& path, const std::string& name) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -62,4 +62,4 @@ std::optional<std::string> read_elf_section(const std::string& path, const std::
   return std::nullopt;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

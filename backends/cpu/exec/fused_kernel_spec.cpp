@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cpu_exec/kernel_spec.h"
+#include "kiln/cpu/exec/kernel_spec.h"
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
 #include "kiln/ops/reduction.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::exec {
 
 namespace {
 
@@ -210,4 +210,4 @@ std::vector<std::vector<int>> fused_dim_groups(const ir::Node& fused_node) {
   return out;
 }
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::exec

@@ -1,9 +1,9 @@
 // The numbering of a graph's fusion groups, which ties each `fused` node to its kernel's
 // symbol in the JIT module and in an exported kernel library alike.
-#include "kiln/cpu_exec/plan.h"
+#include "kiln/cpu/exec/plan.h"
 #include "kiln/ops/fused.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 namespace {
 
@@ -30,13 +30,13 @@ std::string fused_kernel_name(size_t index) {
 }
 
 std::unordered_map<const ir::Node*, FusedKernel> bind_fused_kernels(
-    const ir::Graph& graph, const std::function<codegen::KernelFn(const std::string&)>& lookup) {
+    const ir::Graph& graph, const std::function<FusedKernelFn(const std::string&)>& lookup) {
   std::unordered_map<const ir::Node*, FusedKernel> kernels;
   std::vector<const ir::Node*> nodes = fused_nodes(graph);
   for (size_t i = 0; i < nodes.size(); ++i)
-    kernels[nodes[i]] = {lookup(fused_kernel_name(i)), codegen::fused_iteration_shape(*nodes[i]),
-                         codegen::fused_dim_groups(*nodes[i])};
+    kernels[nodes[i]] = {lookup(fused_kernel_name(i)), fused_iteration_shape(*nodes[i]),
+                         fused_dim_groups(*nodes[i])};
   return kernels;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

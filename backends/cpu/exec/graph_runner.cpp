@@ -1,10 +1,10 @@
 // A pool of runners (a plan, or a node loop with native fusion groups) per graph.
-#include "kiln/cpu_exec/graph_runner.h"
+#include "kiln/cpu/exec/graph_runner.h"
 
-#include "kiln/backends/interp.h"
 #include "kiln/error.h"
+#include "kiln/interp/interp.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 struct GraphRunner::Runner {
   std::unique_ptr<Plan> plan;                     // planned graphs
@@ -93,4 +93,4 @@ void GraphRunner::set_replay_recorded_random(bool replay) {
   }
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -1,5 +1,5 @@
 // Loading generated kernels from a shared library with the system's dynamic loader.
-#include "kiln/cpu_exec/kernel_library.h"
+#include "kiln/cpu/exec/kernel_library.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -10,7 +10,7 @@
 
 #include "kiln/error.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 namespace {
 
@@ -70,13 +70,13 @@ KernelLibrary::~KernelLibrary() {
   if (handle_) ::dlclose(handle_);
 }
 
-codegen::KernelFn KernelLibrary::lookup(const std::string& name) const {
+FusedKernelFn KernelLibrary::lookup(const std::string& name) const {
   ::dlerror();  // clear an earlier error
   void* symbol = ::dlsym(handle_, name.c_str());
   KILN_CHECK(symbol != nullptr, "[kernels] expected ", path_, " to define kernel '", name,
              "', found no such symbol. Fix: the library and the graph that names its kernels "
              "must come from the same export.");
-  return reinterpret_cast<codegen::KernelFn>(symbol);
+  return reinterpret_cast<FusedKernelFn>(symbol);
 }
 
 const void* KernelLibrary::data(const std::string& name) const {
@@ -88,4 +88,4 @@ const void* KernelLibrary::data(const std::string& name) const {
   return symbol;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -1,11 +1,11 @@
 // Liveness-based buffer sharing (memory_plan.h).
-#include "kiln/cpu_exec/memory_plan.h"
+#include "kiln/cpu/exec/memory_plan.h"
 
 #include <algorithm>
 #include <numeric>
 #include <sstream>
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 namespace {
 
@@ -101,4 +101,4 @@ MemoryPlan plan_memory(const std::vector<ValueLifetime>& values) {
   return plan;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 namespace {
 
@@ -52,4 +52,4 @@ void PackedConv::run(const Tensor& x, const Tensor& w, const Tensor& out, const 
   gemm::conv2d(shape, x.data_ptr<float>(), *packed_, output, out.data_ptr<float>(), epilogue);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -1,4 +1,4 @@
-// The planned executor's conv2d through kiln's direct convolution (kiln/cpu_gemm/conv2d.h).
+// The planned executor's conv2d through kiln's direct convolution (kiln/cpu/gemm/conv2d.h).
 // The weight is packed on the first call and again only when it changes, by the rules of
 // PackedMatmul (another tensor, other strides, a new storage version), so a frozen or
 // exported model packs each convolution's weight once. The output's images can be handed
@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "kiln/cpu_gemm/conv2d.h"
+#include "kiln/cpu/gemm/conv2d.h"
 #include "kiln/ops/conv.h"
 #include "kiln/tensor.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 class PackedConv {
  public:
@@ -42,4 +42,4 @@ class PackedConv {
   int64_t packs_ = 0;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 namespace {
 bool same_list(IntList a, IntList b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
@@ -41,4 +41,4 @@ void PackedMatmul::run(const Tensor& x, const Tensor& w, const Tensor& out,
   gemm::sgemm(rows, x.data_ptr<float>(), k, packed_, out.data_ptr<float>(), w.size(1), epilogue);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

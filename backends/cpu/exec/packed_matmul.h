@@ -1,5 +1,5 @@
 // The planned executor's matmul by a 2-D float32 weight through kiln's packed GEMM
-// (kiln/cpu_gemm/gemm.h). The weight is packed on the first call and again only when it
+// (kiln/cpu/gemm/gemm.h). The weight is packed on the first call and again only when it
 // changes: another tensor, other strides, or a new storage version (an in-place update
 // such as an optimizer step or load_state_dict bumps it), so a frozen or exported model
 // packs each weight once. The product's rows can be handed to an epilogue as they
@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/tensor.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 class PackedMatmul {
  public:
@@ -40,4 +40,4 @@ class PackedMatmul {
   int64_t packs_ = 0;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -1,6 +1,6 @@
 // The planned executor (plan.h): steps built once from the optimized graph, run per call
 // over reusable buffers.
-#include "kiln/cpu_exec/plan.h"
+#include "kiln/cpu/exec/plan.h"
 
 #include <algorithm>
 #include <optional>
@@ -17,7 +17,7 @@
 #include "packed_conv.h"
 #include "packed_matmul.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 namespace {
 
@@ -935,4 +935,4 @@ bool Plan::run_chain(const Chain& chain, const ir::SymbolValues& symbols) {
   return true;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

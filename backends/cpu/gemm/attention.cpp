@@ -1,13 +1,13 @@
 // The fused attention's driver: picks the instruction set, cuts each slice's queries into
 // blocks and spreads the (slice, block) pairs over kiln's threads; each thread reuses one
 // scratch buffer for all its blocks.
-#include "kiln/cpu_gemm/attention.h"
+#include "kiln/cpu/gemm/attention.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "attention_family.h"
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/thread_pool.h"
 
 namespace kiln::cpu::gemm {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kiln/cpu_gemm/attention.h"
+#include "kiln/cpu/gemm/attention.h"
 
 namespace kiln::cpu::gemm {
 

@@ -2,13 +2,13 @@
 // offsets, and the split into (image, group, pixel block) tasks. Each task runs the
 // micro-kernel over strips of pixels into a thread-local [pixels x channels] tile, then
 // has the kernel's store write the tile into the NCHW output through ConvOutput.
-#include "kiln/cpu_gemm/conv2d.h"
+#include "kiln/cpu/gemm/conv2d.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "conv_microkernel.h"
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
 #include "kiln/thread_pool.h"

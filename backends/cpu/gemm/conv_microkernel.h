@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kiln/cpu_gemm/conv2d.h"
+#include "kiln/cpu/gemm/conv2d.h"
 
 namespace kiln::cpu::gemm {
 

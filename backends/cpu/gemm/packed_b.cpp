@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/thread_pool.h"
 #include "microkernel.h"
 

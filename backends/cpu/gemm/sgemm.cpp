@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "kiln/cpu_gemm/gemm.h"
+#include "kiln/cpu/gemm/gemm.h"
 #include "kiln/error.h"
 #include "kiln/thread_pool.h"
 #include "microkernel.h"

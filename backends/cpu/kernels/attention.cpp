@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "kernels.h"
-#include "kiln/cpu_gemm/attention.h"
+#include "kiln/cpu/gemm/attention.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -171,4 +171,4 @@ void register_attention_kernels() {
       attention_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

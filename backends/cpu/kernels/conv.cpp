@@ -10,10 +10,10 @@
 #include <cstring>
 
 #include "kernels.h"
-#include "kiln/cpu_gemm/conv2d.h"
+#include "kiln/cpu/gemm/conv2d.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -280,4 +280,4 @@ void register_conv_kernels() {
   ops::conv2d_weight_grad.kernels[cpu] = conv2d_weight_grad_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -8,7 +8,7 @@
 #include "kiln/generator.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -87,4 +87,4 @@ void register_dropout_kernels() {
   ops::dropout.kernels[static_cast<size_t>(DeviceType::CPU)] = dropout_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

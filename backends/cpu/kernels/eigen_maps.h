@@ -3,7 +3,7 @@
 
 #include <Eigen/Core>
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 template <class T>
 using EigenArray = Eigen::Array<T, Eigen::Dynamic, 1>;
@@ -12,4 +12,4 @@ using ArrayMap = Eigen::Map<EigenArray<T>>;
 template <class T>
 using ConstArrayMap = Eigen::Map<const EigenArray<T>>;
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -13,7 +13,7 @@
 #include "loops.h"
 #include "wrapping.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -373,4 +373,4 @@ void register_copy_kernels() {
   ops::slice_scatter.kernels[static_cast<size_t>(DeviceType::CPU)] = slice_scatter_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

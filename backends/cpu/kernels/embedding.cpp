@@ -9,7 +9,7 @@
 #include "kiln/ops/one_hot.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -93,4 +93,4 @@ void register_embedding_kernels() {
   ops::one_hot.kernels[cpu] = one_hot_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

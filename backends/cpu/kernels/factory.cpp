@@ -7,7 +7,7 @@
 #include "kernels.h"
 #include "loops.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -188,4 +188,4 @@ void register_factory_kernels() {
   ops::bernoulli.kernels[static_cast<size_t>(DeviceType::CPU)] = bernoulli_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -1,7 +1,7 @@
 // Registration of the eager CPU kernels: each file fills the CPU slot of its ops.
 #pragma once
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 void register_elementwise_kernels();
 void register_copy_kernels();
@@ -21,4 +21,4 @@ void register_embedding_kernels();
 void register_pad_kernels();
 void register_layout_kernels();
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

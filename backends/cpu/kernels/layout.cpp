@@ -10,7 +10,7 @@
 #include "kernels.h"
 #include "loops.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -247,4 +247,4 @@ void register_layout_kernels() {
   ops::index_add.kernels[kCPU] = index_add_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

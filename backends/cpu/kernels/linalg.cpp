@@ -13,7 +13,7 @@
 #include "kiln/ops/linalg.h"
 #include "loops.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -222,4 +222,4 @@ void register_linalg_kernels() {
   ops::matmul.kernels[static_cast<size_t>(DeviceType::CPU)] = matmul_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

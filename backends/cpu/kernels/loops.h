@@ -12,7 +12,7 @@
 #include "kiln/op.h"
 #include "kiln/thread_pool.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 template <size_t N>  // N operands: outputs first, then inputs
 struct StridedLoop {
@@ -249,4 +249,4 @@ decltype(auto) visit_floating_dtype(DType t, const char* op, Fn&& fn) {
   return fn(double{});
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

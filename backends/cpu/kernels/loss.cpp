@@ -8,7 +8,7 @@
 #include "kernels.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -152,4 +152,4 @@ void register_loss_kernels() {
   ops::binary_cross_entropy_with_logits.kernels[cpu] = bce_with_logits_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -2,7 +2,7 @@
 // norm, conv, pool, dropout, embedding, pad).
 #include "kernels.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 void register_nn_kernels() {
   register_softmax_kernels();
@@ -16,4 +16,4 @@ void register_nn_kernels() {
   register_pad_kernels();
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -11,7 +11,7 @@
 #include "kiln/op.h"
 #include "loops.h"
 
-namespace kiln::cpu::nn {
+namespace kiln::cpu::kernels::nn {
 
 // `t` itself when it is contiguous, else a dense copy (kernels then index it row-major).
 inline Tensor dense(const Tensor& t) {
@@ -79,4 +79,4 @@ void run_chunks(int64_t tasks, int64_t chunks, F fn) {
   });
 }
 
-}  // namespace kiln::cpu::nn
+}  // namespace kiln::cpu::kernels::nn

@@ -11,7 +11,7 @@
 #include "kernels.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -300,4 +300,4 @@ void register_norm_kernels() {
   ops::batch_norm_backward.kernels[cpu] = batch_norm_backward_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -10,7 +10,7 @@
 #include "kernels.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -137,4 +137,4 @@ void register_pad_kernels() {
   ops::pad_backward.kernels[cpu] = pad_backward_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

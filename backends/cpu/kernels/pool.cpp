@@ -12,7 +12,7 @@
 #include "nn_common.h"
 #include "pool_simd.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -379,4 +379,4 @@ void register_pool_kernels() {
   ops::adaptive_avg_pool2d_backward.kernels[cpu] = adaptive_avg_pool2d_backward_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -13,7 +13,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq")
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -95,4 +95,4 @@ MaxPool2x2Plane max_pool_2x2_plane_avx512() {
   return ok ? plane : nullptr;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 // One plane of float32 2x2 windows with stride 2: best[oh * OW + ow], at[...] for oh < OH,
 // ow < OW from a plane W wide (flat in-plane indices, as max_pool2d; a null `at` skips
@@ -15,4 +15,4 @@ using MaxPool2x2Plane = void (*)(const float* plane, int64_t W, int64_t OH, int6
 // The AVX-512 plane, or null when this CPU cannot run it.
 MaxPool2x2Plane max_pool_2x2_plane_avx512();
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -13,7 +13,7 @@
 #include "kiln/op.h"
 #include "kiln/thread_pool.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 // A reduction: Acc init(); Acc step(Acc, T); Acc merge(Acc, Acc); Out done(Acc, count).
 template <class T, class Out, class R>
@@ -128,4 +128,4 @@ void reduce(const Tensor& in, const Tensor& out, uint64_t mask, R r) {
   });
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -10,7 +10,7 @@
 #include "reduce.h"
 #include "wrapping.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -379,4 +379,4 @@ void register_reduction_kernels() {
   ops::norm.kernels[kCPU] = norm_kernel;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

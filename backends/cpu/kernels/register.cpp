@@ -1,10 +1,11 @@
-// register_cpu_kernels(): one call that fills every CPU kernel slot.
+// register_kernels(): one call that fills every CPU kernel slot.
+#include "kiln/cpu/kernels/register.h"
+
 #include "kernels.h"
-#include "kiln/backends/cpu.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
-void register_cpu_kernels() {
+void register_kernels() {
   static const bool done = [] {
     register_elementwise_kernels();
     register_copy_kernels();
@@ -18,4 +19,4 @@ void register_cpu_kernels() {
   (void)done;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -11,7 +11,7 @@
 #include "kernels.h"
 #include "nn_common.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 namespace {
 
@@ -106,4 +106,4 @@ void register_softmax_kernels() {
   ops::log_softmax.kernels[static_cast<size_t>(DeviceType::CPU)] = softmax_kernel<true>;
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -5,7 +5,7 @@
 
 #include <type_traits>
 
-namespace kiln::cpu {
+namespace kiln::cpu::kernels {
 
 template <class T>
 using Wrapping = typename std::conditional_t<std::is_integral_v<T> && !std::is_same_v<T, bool>,
@@ -28,4 +28,4 @@ T wrapping_neg(T x) {
   return wrapping_sub(T(0), x);
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::kernels

@@ -1,6 +1,6 @@
 // The reference executor: an environment of tensors indexed by value id, filled in node
 // order by eager dispatch; control-flow nodes run their regions recursively.
-#include "kiln/backends/interp.h"
+#include "kiln/interp/interp.h"
 
 #include "kiln/dispatch.h"
 #include "kiln/error.h"

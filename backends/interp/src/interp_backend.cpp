@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "kiln/backends/backend.h"
-#include "kiln/backends/interp.h"
+#include "kiln/interp/interp.h"
 
 namespace kiln::interp {
 

@@ -8,7 +8,7 @@
 
 #include "kiln/artifact/graph_signature.h"
 #include "kiln/artifact/target_record.h"
-#include "kiln/cpu_exec/elf_section.h"
+#include "kiln/cpu/exec/elf_section.h"
 #include "kiln/error.h"
 
 namespace kiln::rt {
@@ -92,7 +92,7 @@ void check_signature(const artifact::Manifest& m, const std::vector<const ir::Gr
 
 void check_kernel_target(const artifact::Manifest& m, const std::string& library,
                          const std::string& dir) {
-  std::optional<std::string> bytes = cpu::read_elf_section(library, artifact::kTargetSection);
+  std::optional<std::string> bytes = cpu::exec::read_elf_section(library, artifact::kTargetSection);
   KILN_CHECK(bytes.has_value(), "[kiln_rt] ", library,
              ": expected a record of the CPU its kernels were compiled for (section ",
              artifact::kTargetSection,

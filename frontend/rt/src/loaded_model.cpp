@@ -17,9 +17,9 @@
 #include <string_view>
 
 #include "artifact_checks.h"
-#include "kiln/backends/cpu.h"
-#include "kiln/cpu_exec/kernel_library.h"
-#include "kiln/cpu_exec/graph_runner.h"
+#include "kiln/cpu/exec/graph_runner.h"
+#include "kiln/cpu/exec/kernel_library.h"
+#include "kiln/cpu/kernels/register.h"
 #include "kiln/cpu_features.h"
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
@@ -124,7 +124,7 @@ SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir
     check_digest(m, dir, m.weights, sha256_hex(data, size));
   } else {
     check_digest(m, dir, m.weights, sha256_file_hex(path));
-    auto library = std::make_shared<cpu::KernelLibrary>(path);
+    auto library = std::make_shared<cpu::exec::KernelLibrary>(path);
     data = library->data(artifact::kWeightsSymbol);
     size = *static_cast<const uint64_t*>(library->data(artifact::kWeightsSizeSymbol));
     owner = library;
@@ -138,8 +138,8 @@ SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir
 // One graph of the artifact, its kernels and the runner that runs it.
 struct LoadedModel::Graph {
   std::shared_ptr<ir::Graph> graph;
-  std::unique_ptr<cpu::KernelLibrary> library;
-  std::unique_ptr<cpu::GraphRunner> runner;
+  std::unique_ptr<cpu::exec::KernelLibrary> library;
+  std::unique_ptr<cpu::exec::GraphRunner> runner;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
     // Every graph input: the call's tensors for the signature's inputs, the weights for the
@@ -162,7 +162,7 @@ struct LoadedModel::Graph {
 
 LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
   static std::once_flag kernels_registered;
-  std::call_once(kernels_registered, [] { cpu::register_cpu_kernels(); });
+  std::call_once(kernels_registered, [] { cpu::kernels::register_kernels(); });
 
   manifest_ = artifact::read_manifest(dir);
   const artifact::Manifest& m = manifest_;
@@ -229,11 +229,11 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
     KILN_CHECK(user_inputs == m.inputs.size(), "[kiln_rt] ", path, ": the graph takes ",
                user_inputs, " inputs, the manifest's signature ", m.inputs.size(), ". ", kReexport);
 
-    size_t fused = cpu::fused_nodes(*g->graph).size();
+    size_t fused = cpu::exec::fused_nodes(*g->graph).size();
     KILN_CHECK(static_cast<int64_t>(fused) == entry.kernel_count, "[kiln_rt] ", path,
                ": the graph has ", fused, " fusion groups, the manifest lists ", entry.kernel_count,
                " kernels. ", kReexport);
-    cpu::GraphRunner::Kernels kernels;
+    cpu::exec::GraphRunner::Kernels kernels;
     if (fused > 0) {
       std::string library = dir + "/" + entry.kernels;
       check_digest(m, dir, entry.kernels, sha256_file_hex(library));
@@ -243,13 +243,13 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
       // The features the code was compiled for, from the library itself: a manifest whose
       // list was emptied (and re-hashed) must not get code onto a CPU it would kill.
       check_kernel_target(m, library, dir);
-      g->library = std::make_unique<cpu::KernelLibrary>(library);
-      cpu::KernelLibrary* lib = g->library.get();
-      kernels = cpu::bind_fused_kernels(
+      g->library = std::make_unique<cpu::exec::KernelLibrary>(library);
+      cpu::exec::KernelLibrary* lib = g->library.get();
+      kernels = cpu::exec::bind_fused_kernels(
           *g->graph, [lib](const std::string& name) { return lib->lookup(name); });
     }
     // Building the runner is where a graph the executor cannot run fails.
-    g->runner = std::make_unique<cpu::GraphRunner>(g->graph, std::move(kernels));
+    g->runner = std::make_unique<cpu::exec::GraphRunner>(g->graph, std::move(kernels));
     parsed.push_back(g->graph.get());
     graphs_.push_back(std::move(g));
   }

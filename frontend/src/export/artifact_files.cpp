@@ -11,7 +11,7 @@
 #include "atomic_dir.h"
 #include "kiln/artifact/graph_signature.h"
 #include "kiln/artifact/target_record.h"
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 #include "kiln/error.h"
 #include "kiln/serialize/json.h"
 #include "kiln/serialize/safetensors.h"
@@ -76,7 +76,7 @@ void write_weights_library(const NamedTensors& weights,
                      "\"\nkiln_weights_end:\n  .balign 8\n  .globl ", artifact::kWeightsSizeSymbol,
                      "\n", artifact::kWeightsSizeSymbol, ":\n  .quad kiln_weights_end - ",
                      artifact::kWeightsSymbol, "\n  .section .note.GNU-stack,\"\",@progbits\n"));
-  codegen::link_shared_library("", (tmp / name).string(), {source.string()});
+  cpu::codegen::link_shared_library("", (tmp / name).string(), {source.string()});
   fs::remove(bytes);
   fs::remove(source);
 }
@@ -104,13 +104,13 @@ void write_artifact_files(const fs::path& dir, const ExportedGraphs& graphs,
       {artifact::kSymbolsMetadataKey, artifact::symbols_record(m.symbols)}};
   NamedTensors weights;
   for (size_t g = 0; g < graphs.graphs.size(); ++g) {
-    const cpu::CompiledGraph& compiled = *graphs.graphs[g].compiled;
+    const cpu::compiler::CompiledGraph& compiled = *graphs.graphs[g].compiled;
     artifact::GraphEntry e;
     std::string index = std::to_string(g);
     e.graph = "graph" + index + ".kir";
     e.symbols = graphs.graphs[g].symbols;
     write_file(dir / e.graph, artifact_graph_text(compiled.optimized_graph(), g, weights));
-    if (const codegen::KernelModule* kernels = compiled.kernel_module()) {
+    if (const cpu::codegen::KernelModule* kernels = compiled.kernel_module()) {
       e.kernel_count = compiled.stats().kernels;
       e.object = "kernels" + index + ".o";
       e.kernels = "kernels" + index + ".so";
@@ -121,8 +121,8 @@ void write_artifact_files(const fs::path& dir, const ExportedGraphs& graphs,
       // reads it from the file before loading the code, whatever the manifest lists.
       const fs::path record = dir / ".target.S";
       write_file(record, artifact::target_record_assembly(m.target));
-      codegen::link_shared_library(kernels->object(), (dir / e.kernels).string(),
-                                   {record.string()});
+      cpu::codegen::link_shared_library(kernels->object(), (dir / e.kernels).string(),
+                                        {record.string()});
       fs::remove(record);
     }
     m.graphs.push_back(std::move(e));

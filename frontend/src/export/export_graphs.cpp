@@ -89,13 +89,13 @@ std::vector<Tensor> graph_arguments(const ir::Graph& g, const std::vector<Tensor
 ExportedGraph compile_for_export(const TracedGraph& traced, const ExportOptions& options,
                                  const std::vector<Tensor>& inputs,
                                  const std::vector<Tensor>& eager, double& max_diff) {
-  cpu::CompilerOptions co;
+  cpu::compiler::CompilerOptions co;
   co.pipeline = options.pipeline.empty() ? default_export_pipeline() : options.pipeline;
   co.position_independent = true;
   co.host_cpu_features = !options.portable;
   co.frozen_state = traced.state;
   ExportedGraph out;
-  out.compiled = std::make_unique<cpu::CompiledGraph>(*traced.graph, co);
+  out.compiled = std::make_unique<cpu::compiler::CompiledGraph>(*traced.graph, co);
   std::vector<Tensor> got = out.compiled->run(graph_arguments(*traced.graph, traced.state, inputs));
   max_diff = std::max(max_diff, compare_with_eager(got, eager, options.tolerance));
   return out;

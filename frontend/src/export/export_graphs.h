@@ -9,13 +9,13 @@
 
 #include "export_signature.h"
 #include "kiln/artifact/manifest.h"
-#include "kiln/backends/cpu_compiler.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
 
 namespace kiln::detail {
 
 // One graph of the artifact, compiled and checked against eager, and the sizes it serves.
 struct ExportedGraph {
-  std::unique_ptr<cpu::CompiledGraph> compiled;
+  std::unique_ptr<cpu::compiler::CompiledGraph> compiled;
   std::vector<artifact::SymbolRange> symbols;
 };
 

@@ -106,8 +106,8 @@ class CompileCache final : public CompiledCore {
   CompileOptions options_;
   const backends::Backend& backend_;  // options_.backend, or the build's default
   // Guards everything below. A call holds it to match (or add) its entry; a native entry's
-  // graph then runs without it (cpu::CompiledGraph gives each concurrent call a plan of its
-  // own), so threads calling one module run in parallel. Entries are shared: one that is
+  // graph then runs without it (cpu::compiler::CompiledGraph gives each concurrent call a plan of
+  // its own), so threads calling one module run in parallel. Entries are shared: one that is
   // evicted while a call runs it lives until that call ends.
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<Entry>> entries_;

@@ -5,14 +5,14 @@
 #include <chrono>
 #include <sstream>
 
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/codegen/kernels.h"
-#include "kiln/cpu_exec/graph_runner.h"
+#include "kiln/cpu/codegen/kernels.h"
+#include "kiln/cpu/compiler/cpu_backend.h"
+#include "kiln/cpu/exec/graph_runner.h"
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/ops/fused.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::compiler {
 
 namespace {
 
@@ -58,7 +58,7 @@ std::string CompileStats::str() const {
 struct CompiledGraph::Compiled {
   std::shared_ptr<ir::Graph> graph;
   std::unique_ptr<codegen::KernelModule> module;
-  GraphRunner::Kernels kernels;
+  exec::GraphRunner::Kernels kernels;
   CompileStats stats;
   size_t input_count = 0;  // of the graph as given (the passes may append constants)
   Clock::time_point start;
@@ -86,11 +86,11 @@ CompiledGraph::Compiled CompiledGraph::compile(const ir::Graph& graph,
   pipeline_options.print_sink = options.print_sink;
   stats.passes = passes::PassManager(options.pipeline, pipeline_options).run(*c.graph);
 
-  std::vector<const ir::Node*> fused = fused_nodes(*c.graph);
+  std::vector<const ir::Node*> fused = exec::fused_nodes(*c.graph);
   stats.other_nodes = count_other_nodes(*c.graph);
-  std::vector<codegen::FusedKernelSpec> specs;
+  std::vector<exec::FusedKernelSpec> specs;
   for (size_t i = 0; i < fused.size(); ++i) {
-    specs.push_back(codegen::fused_kernel_spec(*fused[i], fused_kernel_name(i)));
+    specs.push_back(exec::fused_kernel_spec(*fused[i], exec::fused_kernel_name(i)));
     stats.fused_ops += static_cast<int>(fused[i]->regions.at(0)->nodes().size());
   }
   stats.kernels = static_cast<int>(specs.size());
@@ -108,7 +108,7 @@ CompiledGraph::Compiled CompiledGraph::compile(const ir::Graph& graph,
   stats.target = c.module->target();
   stats.cache = c.module->cache_note();
   codegen::KernelModule* module = c.module.get();
-  c.kernels = bind_fused_kernels(
+  c.kernels = exec::bind_fused_kernels(
       *c.graph, [module](const std::string& name) { return module->lookup(name); });
   return c;
 }
@@ -117,10 +117,10 @@ CompiledGraph::CompiledGraph(const ir::Graph& graph, const CompilerOptions& opti
     : CompiledGraph(compile(graph, options)) {}
 
 CompiledGraph::CompiledGraph(Compiled c)
-    : GraphRunner(c.graph, std::move(c.kernels), c.input_count),
+    : exec::GraphRunner(c.graph, std::move(c.kernels), c.input_count),
       module_(std::move(c.module)),
       stats_(std::move(c.stats)) {
-  const Plan* plan = first_plan();
+  const exec::Plan* plan = first_plan();
   stats_.planned = plan != nullptr;
   if (plan) {
     stats_.epilogues = plan->epilogues();
@@ -133,4 +133,4 @@ CompiledGraph::CompiledGraph(Compiled c)
 
 CompiledGraph::~CompiledGraph() = default;
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::compiler

@@ -1,12 +1,13 @@
 // "cpu" in the backend registry: compiles graphs into CompiledGraph executables, and gives
 // the fuse pass the code generator's fusion rules.
+#include "kiln/cpu/compiler/cpu_backend.h"
+
 #include <mutex>
 
 #include "kiln/backends/backend.h"
-#include "kiln/backends/cpu_compiler.h"
-#include "kiln/codegen/kernels.h"
+#include "kiln/cpu/codegen/kernels.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::compiler {
 
 namespace {
 
@@ -46,7 +47,7 @@ class CpuBackend final : public backends::Backend {
              ", and it runs only cpu tensors";
     return std::nullopt;
   }
-  const passes::FusionRules* fusion_rules() const override { return &cpu::fusion_rules(); }
+  const passes::FusionRules* fusion_rules() const override { return &compiler::fusion_rules(); }
   std::unique_ptr<backends::Executable> compile(
       std::shared_ptr<const ir::Graph> graph,
       const backends::CompileRequest& request) const override {
@@ -74,4 +75,4 @@ void register_backend() {
   std::call_once(once, [] { backends::register_backend(std::make_unique<CpuBackend>()); });
 }
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::compiler

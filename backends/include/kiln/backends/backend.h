@@ -92,7 +92,7 @@ std::vector<std::string> backend_names();
 const Backend& default_backend();
 
 // The reference executor ("interp"): runs every graph, records gradients. Registered by
-// kiln_backend_interp; throws when it is not.
+// kiln_interp; throws when it is not.
 const Backend& reference_backend();
 
 // Which backend runs a graph, and why when it is not the one asked for.

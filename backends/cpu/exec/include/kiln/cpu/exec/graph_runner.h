@@ -17,14 +17,14 @@
 #include <vector>
 
 #include "kiln/backends/backend.h"
-#include "kiln/cpu_exec/plan.h"
+#include "kiln/cpu/exec/plan.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::interp {
 class Executable;
 }
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 class GraphRunner : public backends::Executable {
  public:
@@ -63,10 +63,10 @@ class GraphRunner : public backends::Executable {
   size_t caller_inputs_ = 0;
   const Plan* first_plan_ = nullptr;
 
-  mutable std::mutex mutex_;  // guards everything below
+  mutable std::mutex mutex_;                      // guards everything below
   std::vector<std::unique_ptr<Runner>> runners_;  // every runner built, idle or lent
   std::vector<Runner*> idle_;
   bool replay_recorded_random_ = false;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 
 // Everything the machine code of a module depends on.
 struct KernelCacheKeyParts {
@@ -75,4 +75,4 @@ class KernelCache {
 // Bumped whenever the entry layout changes: entries of another version are recompiled.
 inline constexpr unsigned kKernelCacheFormat = 1;
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

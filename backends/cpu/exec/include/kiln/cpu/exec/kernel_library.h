@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "kiln/cpu_exec/kernel_spec.h"
+#include "kiln/cpu/exec/kernel_spec.h"
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 class KernelLibrary {
  public:
@@ -19,7 +19,7 @@ class KernelLibrary {
   KernelLibrary& operator=(const KernelLibrary&) = delete;
 
   // The kernel `name`; throws kiln::Error when the library does not define it.
-  codegen::KernelFn lookup(const std::string& name) const;
+  FusedKernelFn lookup(const std::string& name) const;
   // The address of the data symbol `name`; throws kiln::Error when the library lacks it.
   const void* data(const std::string& name) const;
   const std::string& path() const { return path_; }
@@ -29,4 +29,4 @@ class KernelLibrary {
   void* handle_ = nullptr;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

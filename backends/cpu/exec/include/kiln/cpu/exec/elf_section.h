@@ -5,11 +5,11 @@
 #include <optional>
 #include <string>
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 // The bytes of the section called `name` in the 64-bit ELF file at `path`, or nullopt when
 // the file has no such section. Throws kiln::Error naming the file when it cannot be read or
 // its section headers (or the section) lie outside it.
 std::optional<std::string> read_elf_section(const std::string& path, const std::string& name);
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

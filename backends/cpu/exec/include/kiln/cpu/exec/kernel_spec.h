@@ -11,7 +11,7 @@
 
 #include "kiln/ir/graph.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::exec {
 
 // buffers: one data pointer per region input (in order), then one per region output.
 // dims:    the runtime size of every iteration dim (FusedKernelSpec::dims, static
@@ -23,7 +23,8 @@ namespace kiln::codegen {
 // overlap checks). Outputs of 16 MiB or more (32 MiB for row kernels, whose rows must also
 // start on cache lines) that start on a 64-byte boundary are written with streaming
 // (non-temporal) stores, fenced before the kernel returns.
-using KernelFn = void (*)(void* const* buffers, const int64_t* dims, int64_t begin, int64_t end);
+using FusedKernelFn = void (*)(void* const* buffers, const int64_t* dims, int64_t begin,
+                               int64_t end);
 
 // A fusion group, ready for code generation.
 //
@@ -67,4 +68,4 @@ Shape fused_iteration_shape(const ir::Node& fused_node);
 // as does a row kernel's single row).
 std::vector<std::vector<int>> fused_dim_groups(const ir::Node& fused_node);
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::exec

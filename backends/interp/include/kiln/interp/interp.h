@@ -39,9 +39,9 @@ class Executable {
   // runs them as generated kernels and leaves the other nodes to this executor. Receives
   // the node, its operands, the runtime value of every symbol (ir/symbols.h) and fills
   // one tensor per result.
-  using FusedRunner = std::function<void(const ir::Node& node, std::span<const Tensor> operands,
-                                         std::span<const int64_t> symbols,
-                                         std::span<Tensor> results)>;
+  using FusedRunner =
+      std::function<void(const ir::Node& node, std::span<const Tensor> operands,
+                         std::span<const int64_t> symbols, std::span<Tensor> results)>;
   void set_fused_runner(FusedRunner runner) { fused_runner_ = std::move(runner); }
 
  private:

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 struct ValueLifetime {
   int def = 0;       // the step that writes it
@@ -42,4 +42,4 @@ struct MemoryPlan {
 // value's defining step.
 MemoryPlan plan_memory(const std::vector<ValueLifetime>& values);
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

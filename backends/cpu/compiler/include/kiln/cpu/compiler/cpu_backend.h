@@ -16,15 +16,15 @@
 #include <vector>
 
 #include "kiln/backends/backend.h"
-#include "kiln/cpu_exec/graph_runner.h"
+#include "kiln/cpu/exec/graph_runner.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/pass_manager.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 class KernelModule;
 }
 
-namespace kiln::cpu {
+namespace kiln::cpu::compiler {
 
 // What the fuse pass may group for generated CPU kernels: ops on cpu tensors of a dtype the
 // code generator computes in (codegen::supported_dtype).
@@ -57,12 +57,12 @@ struct CompileStats {
   int other_nodes = 0;  // nodes run through eager kernels (library calls, views, ...)
   double codegen_build_ms = 0, codegen_lower_ms = 0, codegen_llvm_ms = 0;
   double codegen_load_ms = 0;  // loading the machine code (from the cache on a hit)
-  double total_ms = 0;   // passes + codegen
-  std::string target;    // the CPU the kernels were generated for
-  bool planned = false;  // a pre-planned schedule; false: control flow, run node by node
-  int epilogues = 0;     // fusion groups run block by block with the matmul or conv before them
-  int packed_weights = 0;     // matmuls and convolutions by a model weight that keep it packed
-  int image_chains = 0;       // runs of convolutions and poolings run block of images by block
+  double total_ms = 0;         // passes + codegen
+  std::string target;          // the CPU the kernels were generated for
+  bool planned = false;        // a pre-planned schedule; false: control flow, run node by node
+  int epilogues = 0;       // fusion groups run block by block with the matmul or conv before them
+  int packed_weights = 0;  // matmuls and convolutions by a model weight that keep it packed
+  int image_chains = 0;    // runs of convolutions and poolings run block of images by block
   int frozen_parameters = 0;  // parameters (and buffers) whose data the passes could fold
   // What the kernel cache did ("cache hit <path>", "cache miss (written <path>)", ...; see
   // codegen::KernelModule::cache_note).
@@ -77,7 +77,7 @@ struct CompileStats {
 
 // The executable the backend "cpu" compiles a graph into: the passes and the generated
 // kernels in front of a GraphRunner, which runs every call.
-class CompiledGraph final : public GraphRunner {
+class CompiledGraph final : public exec::GraphRunner {
  public:
   explicit CompiledGraph(const ir::Graph& graph, const CompilerOptions& options = {});
   ~CompiledGraph() override;
@@ -105,4 +105,4 @@ class CompiledGraph final : public GraphRunner {
   CompileStats stats_;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::compiler

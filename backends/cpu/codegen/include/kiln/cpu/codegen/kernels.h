@@ -2,8 +2,8 @@
 // A plain C++ interface: no MLIR or LLVM type crosses it, so only backends/cpu/codegen/
 // pays the MLIR/LLVM header cost.
 //
-// Every generated kernel has one C signature (KernelFn, with the kernel specs in
-// kiln/cpu_exec/kernel_spec.h), so executors call kernels of any arity through one function
+// Every generated kernel has one C signature (exec::FusedKernelFn, with the kernel specs in
+// kiln/cpu/exec/kernel_spec.h), so executors call kernels of any arity through one function
 // pointer type, and the same kernels can later be written to an object file for
 // ahead-of-time export.
 #pragma once
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln/cpu_exec/kernel_spec.h"
+#include "kiln/cpu/exec/kernel_spec.h"
 #include "kiln/ir/graph.h"
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 
 struct CodegenOptions {
   bool keep_ir = false;  // keep the generated MLIR (before lowering) for dumps and tests
@@ -27,7 +27,7 @@ struct CodegenOptions {
   // Position-independent machine code, which can be linked into a shared library
   // (link_shared_library) for ahead-of-time export. The JIT runs either kind.
   bool position_independent = false;
-  // Where compiled modules are kept between processes (kiln/codegen/kernel_cache.h): a hit
+  // Where compiled modules are kept between processes (kiln/cpu/codegen/kernel_cache.h): a hit
   // skips the MLIR lowering and LLVM. Empty or "off": no cache. Callers that want the user's
   // cache pass default_cache_dir(). The cache never makes a compile fail: an unusable
   // directory or entry is reported in KernelModule::cache_note().
@@ -58,7 +58,7 @@ class KernelModule {
  public:
   virtual ~KernelModule() = default;
   // The kernel named `name`; throws kiln::Error naming the kernels the module has.
-  virtual KernelFn lookup(const std::string& name) const = 0;
+  virtual exec::FusedKernelFn lookup(const std::string& name) const = 0;
   virtual const CodegenTimings& timings() const = 0;
   virtual const std::string& mlir_text() const = 0;  // empty unless keep_ir
   // The host CPU the code was generated for ("znver3 +avx2,+fma,...").
@@ -84,7 +84,7 @@ class KernelModule {
 // types: those of supported_dtype (the fusion pass fuses only these); an op
 // without a scalar_body or another dtype is reported with the fix (leave it out of the group).
 // With options.cache_dir, a module compiled before (by any process) is loaded from there.
-std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> kernels,
+std::unique_ptr<KernelModule> compile_kernels(std::span<const exec::FusedKernelSpec> kernels,
                                               const CodegenOptions& options = {});
 
 // Links a module's object file (KernelModule::object() of a position_independent module)
@@ -96,4 +96,4 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const FusedKernelSpec> k
 void link_shared_library(const std::string& object, const std::string& path,
                          const std::vector<std::string>& extra_inputs = {});
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen

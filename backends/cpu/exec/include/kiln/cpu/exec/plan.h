@@ -14,21 +14,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kiln/cpu_exec/kernel_spec.h"
-#include "kiln/cpu_exec/memory_plan.h"
+#include "kiln/cpu/exec/kernel_spec.h"
+#include "kiln/cpu/exec/memory_plan.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/symbol_binding.h"
 
 namespace kiln::cpu::gemm {
-struct ConvOutput;  // kiln/cpu_gemm/conv2d.h (kiln_cpu_gemm, private to this library)
+struct ConvOutput;  // kiln/cpu/gemm/conv2d.h (kiln_cpu_gemm, private to this library)
 }
 
-namespace kiln::cpu {
+namespace kiln::cpu::exec {
 
 // A generated kernel and how its iteration dims follow from its node's output shape.
 struct FusedKernel {
-  codegen::KernelFn fn = nullptr;
-  Shape iteration;  // codegen::fused_iteration_shape of the node (symbolic sizes as in the IR)
+  FusedKernelFn fn = nullptr;
+  Shape iteration;  // fused_iteration_shape of the node (symbolic sizes as in the IR)
   std::vector<std::vector<int>> dim_groups;  // iteration dims merged into each kernel dim
 };
 
@@ -39,12 +39,12 @@ std::vector<const ir::Node*> fused_nodes(const ir::Graph& graph);
 std::string fused_kernel_name(size_t index);
 // The FusedKernel of every fusion group of `graph`, its function found by `lookup(name)`.
 std::unordered_map<const ir::Node*, FusedKernel> bind_fused_kernels(
-    const ir::Graph& graph, const std::function<codegen::KernelFn(const std::string&)>& lookup);
+    const ir::Graph& graph, const std::function<FusedKernelFn(const std::string&)>& lookup);
 
 // A fusion group ready to run: operands made dense where needed, results allocated unless
 // `results` already hold buffers of the right shape, and the iteration dims' sizes.
 struct FusedLaunch {
-  codegen::KernelFn fn = nullptr;
+  FusedKernelFn fn = nullptr;
   SmallVector<Tensor, 8> dense;  // keeps the operands (or their dense copies) alive
   SmallVector<void*, 12> buffers;
   SmallVector<int64_t, 6> dims;
@@ -188,4 +188,4 @@ class Plan {
   bool replay_recorded_random_ = false;
 };
 
-}  // namespace kiln::cpu
+}  // namespace kiln::cpu::exec

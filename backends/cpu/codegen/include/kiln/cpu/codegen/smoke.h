@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln::codegen {
+namespace kiln::cpu::codegen {
 
 // The lowering pipeline the smoke test runs by default (MLIR pass-pipeline syntax, anchored
 // on builtin.module): scf/arith/memref/func to the LLVM dialect.
@@ -44,4 +44,4 @@ struct SmokeResult {
 SmokeResult run_jit_smoke(float a, std::span<const float> x, std::span<const float> y,
                           const SmokeOptions& options = {});
 
-}  // namespace kiln::codegen
+}  // namespace kiln::cpu::codegen
