@@ -1,10 +1,13 @@
-// The public headers in user code: this file includes only <kiln/kiln.h> and uses the common
-// API the way a user program does (a Module subclass, containers, an optimizer, compile with
-// designated initializers, explain, export). ctest compiles it with -Wall -Wextra -Wpedantic
-// -Werror and none of kiln's own warning exceptions (tests/CMakeLists.txt: public_headers), so
-// a header that warns, or an options struct whose designated initializers warn, fails that
-// test. It is checked for syntax only, never linked or run.
+// The public headers in user code: this file includes <kiln/kiln.h> (and the demo model
+// catalog, <kiln/models.h>) and uses the common API the way a user program does (a Module
+// subclass, containers, an optimizer, compile with designated initializers, explain, export,
+// every options struct). ctest compiles it with -Wall -Wextra -Wpedantic -Werror and none of
+// kiln's own warning exceptions (tests/CMakeLists.txt: public_headers, and public_headers_clang
+// with clang where one is installed), so a header that warns, or an options struct whose
+// designated initializers warn, fails that test. It is checked for syntax only, never linked
+// or run.
 #include <kiln/kiln.h>
+#include <kiln/models.h>
 
 #include <iostream>
 #include <memory>
@@ -52,8 +55,10 @@ struct Net : nn::Module {
   Tensor scale;
 };
 
-// Two tensors in, as ExportOptions::forward calls it.
+// Two tensors in, as ExportOptions::forward calls it. The using-declaration keeps Module's
+// single-tensor forward visible beside this overload (clang's -Woverloaded-virtual).
 struct AddPair : nn::Module {
+  using nn::Module::forward;
   Tensor forward(const Tensor& a, const Tensor& b) { return a + b; }
 };
 
@@ -78,9 +83,26 @@ void train(Net& model) {
   (void)sgd;
 }
 
+// Every options struct with designated initializers that name only some members: a member
+// without a default member initializer warns (-Wmissing-field-initializers).
+void options_with_designated_initializers() {
+  nn::MaxPool2d max_pool(2, {.padding = 1});
+  nn::AvgPool2d avg_pool(2, {.count_include_pad = false});
+  nn::Embedding embedding(10, 4, {.padding_idx = 0});
+  nn::MultiheadAttention attention(8, 2);
+  Tensor q = kiln::randn({3, 1, 8});
+  attention.forward(q, q, q, {.need_weights = false});
+  kiln::models::TrainOptions train_options{.lr = 1e-2};
+  (void)max_pool;
+  (void)avg_pool;
+  (void)embedding;
+  (void)train_options;
+}
+
 }  // namespace
 
 int main() {
+  options_with_designated_initializers();
   kiln::manual_seed(0);
   auto model = std::make_shared<Net>(6, 8, 3);
   train(*model);

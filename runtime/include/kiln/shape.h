@@ -23,11 +23,16 @@ class IntList {
  public:
   constexpr IntList() = default;
   constexpr IntList(const int64_t* data, size_t size) : data_(data), size_(size) {}
+  // Binds to a braced list for the duration of the full expression (a function argument).
+  // GCC's -Winit-list-lifetime warns about exactly that; clang has no such warning.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
-  // Binds to a braced list for the duration of the full expression (a function argument).
+#endif
   constexpr IntList(std::initializer_list<int64_t> list) : data_(list.begin()), size_(list.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
   IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {}
   template <size_t N>
   IntList(const SmallVector<int64_t, N>& v) : data_(v.data()), size_(v.size()) {}

@@ -78,7 +78,7 @@ double evaluate(nn::Module& model, const Tensor& images, const Tensor& labels,
                 int64_t batch_size = 1000);
 
 struct TrainOptions {
-  FitOptions fit;
+  FitOptions fit{};
   double lr = 1e-3;
   double weight_decay = 0;
 };

@@ -9,7 +9,7 @@
 namespace kiln::nn {
 
 struct EmbeddingOptions {
-  std::optional<int64_t> padding_idx;  // negative counts from the end
+  std::optional<int64_t> padding_idx{};  // negative counts from the end
 };
 
 class Embedding : public Module {

@@ -34,12 +34,12 @@ struct MultiheadAttentionOptions {
 struct MhaCallOptions {
   // bool [N, S] (or [S] unbatched): true marks a key to ignore. A floating mask is added to
   // the scores.
-  Tensor key_padding_mask;
+  Tensor key_padding_mask{};
   // Return the attention weights as the pair's second tensor (undefined otherwise).
   bool need_weights = true;
   // [L, S] or [N * num_heads, L, S] (or [num_heads, L, S] unbatched). bool: true means "may not
   // attend"; floating: added to the scores (-inf forbids).
-  Tensor attn_mask;
+  Tensor attn_mask{};
   // Average the weights over the heads ([N, L, S]) or keep them per head ([N, H, L, S]).
   bool average_attn_weights = true;
   // Query i attends to keys 0..i only.
@@ -50,6 +50,9 @@ class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {});
 
+  // Module's single-tensor forward stays visible (it says to call the one below), so this
+  // overload does not hide it (clang's -Woverloaded-virtual).
+  using Module::forward;
   // query [L, N, E], key and value [S, N, E] ([N, L, E] / [N, S, E] with batch_first; [L, E] /
   // [S, E] unbatched). Returns the output (query's layout) and the attention weights.
   std::pair<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,

@@ -10,7 +10,7 @@
 namespace kiln::nn {
 
 struct MaxPool2dOptions {
-  IntArg stride;  // empty: kernel_size
+  IntArg stride{};  // empty: kernel_size
   IntArg padding = 0;
   IntArg dilation = 1;
   bool ceil_mode = false;
@@ -27,11 +27,11 @@ class MaxPool2d : public Module {
 };
 
 struct AvgPool2dOptions {
-  IntArg stride;  // empty: kernel_size
+  IntArg stride{};  // empty: kernel_size
   IntArg padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::optional<int64_t> divisor_override;
+  std::optional<int64_t> divisor_override{};
 };
 
 class AvgPool2d : public Module {
