@@ -181,8 +181,9 @@ TEST(OpTable, TraitsAgreeWithTheSchema) {
     const size_t inputs = op->variadic() ? 64 : op->input_names.size();
     const uint64_t input_bits = inputs >= 64 ? ~0ull : (1ull << inputs) - 1;
     EXPECT_EQ(op->nondiff_inputs & ~input_bits, 0u) << op->name << ": nondiff_inputs names no input";
-    if (op->vjp && op->saves_inputs != ~0ull)  // ~0: every input, the default
+    if (op->vjp && op->saves_inputs != ~0ull) {  // ~0: every input, the default
       EXPECT_EQ(op->saves_inputs & ~input_bits, 0u) << op->name << ": saves_inputs names no input";
+    }
     EXPECT_TRUE(op->numerics == Numerics::Exact || op->scalar_body)
         << op->name << ": numerics describe a scalar body the op does not have";
     EXPECT_TRUE(!op->kernel_makes_outputs || op->lowering == LoweringClass::View)
