@@ -84,9 +84,9 @@ TEST(IrGraph, TypeStrPrintsSymbolsAndNonCpuDevices) {
   int64_t s0 = symbol_value(0);
   EXPECT_EQ(type_str(f32({s0, 784})), "float32[s0, 784]");
   EXPECT_EQ(type_str({DType::Int64, {}, kCPU}), "int64[]");
-  EXPECT_EQ(type_str({DType::Bool, {s0 * 4, 2}, cuda(1)}), "bool[s0*4, 2]@cuda:1");
+  EXPECT_EQ(type_str({DType::Bool, {s0 * 4, 2}, Device("cuda:1")}), "bool[s0*4, 2]@cuda:1");
   EXPECT_TRUE(f32({2}) == f32({2}));
-  EXPECT_FALSE(f32({2}) == (Type{DType::Float32, {2}, cuda(0)}));
+  EXPECT_FALSE(f32({2}) == (Type{DType::Float32, {2}, kCUDA}));
 }
 
 TEST(IrGraph, LocationStrIsEmptyWhenUnknown) {

@@ -256,15 +256,15 @@ TEST(IrPrint, QuotesNamesPathsAndLocations) {
 
 TEST(IrPrint, RoundTripsDevicesAndSymbolProducts) {
   Graph g("Devices");
-  Value* x = g.add_input(InputKind::Input, "x", {DType::Float32, {s0, s1, s0 * s1 * 4}, cuda(1)});
+  Value* x = g.add_input(InputKind::Input, "x", {DType::Float32, {s0, s1, s0 * s1 * 4}, Device("cuda:1")});
   Value* y = g.add_input(InputKind::Buffer, "y", {DType::Int64, {}, kCPU});
-  g.add_node(op("relu"), no_attrs(), {x}, {{DType::Float32, {s0, s1, s0 * s1 * 4}, cuda(1)}});
+  g.add_node(op("relu"), no_attrs(), {x}, {{DType::Float32, {s0, s1, s0 * s1 * 4}, Device("cuda:1")}});
   g.add_output(g.nodes()[0]->outputs[0]);
   g.add_output(y, "buffer:y");
   std::string text = print_graph(g);
   EXPECT_NE(text.find("float32[s0, s1, s0*s1*4]@cuda:1"), std::string::npos) << text;
   expect_round_trip(g);
-  EXPECT_EQ(parse_graph(text)->inputs()[0].value->type.device, cuda(1));
+  EXPECT_EQ(parse_graph(text)->inputs()[0].value->type.device, Device("cuda:1"));
 }
 
 TEST(IrPrint, ParsesCommentsAndNodesWithoutResults) {

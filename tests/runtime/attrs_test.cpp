@@ -90,7 +90,7 @@ TEST(AttrsParse, NonDefaultValuesOfEveryFieldTypeRoundTrip) {
   a.oi = -3;
   a.od = 1e-5;
   a.dtype = DType::BFloat16;
-  a.device = cuda(1);
+  a.device = Device("cuda:1");
   a.s = "sum";
   a.shade = Shade::Dark;
   a.generator.generator = &gen;
@@ -103,7 +103,7 @@ TEST(AttrsParse, NonDefaultValuesOfEveryFieldTypeRoundTrip) {
   EXPECT_EQ(back.oi, std::optional<int64_t>(-3));
   EXPECT_EQ(back.od, std::optional<double>(1e-5));
   EXPECT_EQ(back.dtype, DType::BFloat16);
-  EXPECT_EQ(back.device, cuda(1));
+  EXPECT_EQ(back.device, Device("cuda:1"));
   EXPECT_EQ(back.s, "sum");
   EXPECT_EQ(back.shade, Shade::Dark);
   EXPECT_EQ(back.generator.generator, &gen);  // an address of this process
@@ -154,14 +154,14 @@ TEST(AttrsParse, EveryDTypeAndDeviceRoundTrips) {
     a.dtype = t;
     EXPECT_EQ(round_trip(a).dtype, t);
   }
-  for (Device d : {kCPU, cuda(0), cuda(3)}) {
+  for (Device d : {kCPU, kCUDA, Device("cuda:3")}) {
     EveryKind a;
     a.device = d;
     EXPECT_EQ(round_trip(a).device, d);
   }
   EveryKind bare;
   bare.parse("{device=cuda}");
-  EXPECT_EQ(bare.device, cuda(0));
+  EXPECT_EQ(bare.device, kCUDA);
 }
 
 TEST(AttrsParse, StringsWithSeparatorsQuotesAndBackslashesRoundTrip) {

@@ -204,10 +204,10 @@ TEST(DType, HalfAndBFloat16RoundTrip) {
 }
 
 TEST(Device, ParsesAndRejects) {
-  EXPECT_EQ(Device("cuda:1"), cuda(1));
+  EXPECT_EQ(Device("cuda:1"), Device(DeviceType::CUDA, 1));
   EXPECT_EQ(Device("cpu"), kCPU);
   EXPECT_NE(error_of([] { Device("tpu"); }).find("expected \"cpu\""), std::string::npos);
-  EXPECT_NE(error_of([] { Tensor::empty({2}, kFloat32, cuda(0)); }).find("no allocator"), std::string::npos);
+  EXPECT_NE(error_of([] { Tensor::empty({2}, kFloat32, kCUDA); }).find("no allocator"), std::string::npos);
 }
 
 TEST(InPlace, BumpsVersionAndWritesThrough) {

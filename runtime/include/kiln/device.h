@@ -26,7 +26,9 @@ struct Device {
 };
 
 inline constexpr Device kCPU{DeviceType::CPU, 0};
-inline Device cuda(int16_t index = 0) { return Device(DeviceType::CUDA, index); }
+// The first GPU; kiln::cuda::device(i) names another (kiln/cuda/device.h, where kiln::cuda is
+// the namespace of the CUDA API: kiln::cuda::is_available()).
+inline constexpr Device kCUDA{DeviceType::CUDA, 0};
 
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
