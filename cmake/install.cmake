@@ -12,7 +12,7 @@ include(CMakePackageConfigHelpers)
 set_target_properties(kiln_eager PROPERTIES EXPORT_NAME eager)
 set_target_properties(kiln_rt PROPERTIES EXPORT_NAME rt)
 set(KILN_INSTALLED_TARGETS kiln kiln_eager kiln_runtime kiln_ir kiln_passes kiln_backends
-    kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_artifact kiln_rt)
+    kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_cuda kiln_artifact kiln_rt)
 if(KILN_COMPILER)
   list(APPEND KILN_INSTALLED_TARGETS kiln_compiler kiln_cpu_codegen kiln_cpu_compiler
        kiln_cli)
@@ -25,8 +25,8 @@ install(TARGETS ${KILN_INSTALLED_TARGETS} EXPORT kilnTargets
 # The public headers, one include tree. The code generator's and the GEMM's own headers stay
 # out: nothing public includes them.
 set(KILN_PUBLIC_INCLUDE_DIRS runtime/include ir/include passes/include backends/include
-    backends/interp/include backends/cpu/kernels/include frontend/artifact/include frontend/rt/include
-    frontend/include)
+    backends/interp/include backends/cpu/kernels/include backends/cuda/include
+    frontend/artifact/include frontend/rt/include frontend/include)
 if(KILN_COMPILER)
   # The cpu backend's CompiledGraph (kiln/cpu/compiler/cpu_backend.h) is a cpu::exec::GraphRunner.
   list(APPEND KILN_PUBLIC_INCLUDE_DIRS backends/cpu/compiler/include backends/cpu/exec/include)

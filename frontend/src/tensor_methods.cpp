@@ -6,6 +6,7 @@
 // version bump makes any node that saved the old value refuse to run.
 #include "call.h"
 #include "kiln/autograd.h"
+#include "kiln/cuda/device.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/view.h"
 #include "kiln/tensor_ops/elementwise.h"
@@ -52,8 +53,11 @@ Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : c
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
-  KILN_FAIL("Tensor::to: moving tensors from ", this->device(), " to ", device,
-            " is not supported in this build (no CUDA backend). Fix: keep tensors on the cpu.");
+  KILN_CHECK(cuda::is_available(), "Tensor::to(", device, "): no CUDA device: ",
+             cuda::unavailable_reason());
+  KILN_FAIL("Tensor::to(", device, "): kiln finds the GPU (kiln::cuda::get_device_properties) "
+            "but has no CUDA kernels yet, so tensors stay on the cpu. Fix: keep tensors on the "
+            "cpu.");
 }
 
 Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }

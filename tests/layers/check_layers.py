@@ -25,6 +25,7 @@ LAYERS = [
     ("backends interface", ["backends/include", "backends/src"]),
     ("backends/interp", ["backends/interp"]),
     ("backends/cpu", ["backends/cpu"]),
+    ("backends/cuda", ["backends/cuda"]),
     ("backends/cpu codegen", ["backends/cpu/codegen"]),
     ("backends/cpu compiler", ["backends/cpu/compiler"]),
     ("frontend artifact format", ["frontend/artifact"]),
@@ -44,6 +45,7 @@ NOT_BELOW = {("frontend rt", "frontend eager"), ("frontend artifact format", "fr
              ("frontend rt", "frontend compiler (export)")}
 INCLUDE_DIRS = ["runtime/include", "ir/include", "passes/include", "backends/include",
                 "backends/interp/include", "backends/cpu/kernels/include", "backends/cpu/gemm/include",
+                "backends/cuda/include",
                 "backends/cpu/exec/include", "backends/cpu/codegen/include",
                 "backends/cpu/compiler/include", "frontend/artifact/include",
                 "frontend/rt/include", "frontend/include", "frontend/src", "ir/src",

@@ -6,6 +6,8 @@
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/control_flow.h"
+#include "kiln/cuda/caching_allocator.h"
+#include "kiln/cuda/device.h"
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"
 #include "kiln/debug_print.h"

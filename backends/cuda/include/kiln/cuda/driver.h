@@ -1,0 +1,83 @@
+// The CUDA driver API, loaded at run time. kiln never links libcuda: a program built with
+// kiln runs on machines without an NVIDIA driver (every CPU-only deployment), and finds the
+// driver when one is installed. The few types below are the driver API's own (cuda.h, ABI
+// stable since CUDA 3.2 for the _v2 entry points); declaring them here keeps the CUDA
+// toolkit out of the build of this library.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kiln::cuda::driver {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+
+// The CUresult values kiln tells apart; every other one is reported by its name.
+constexpr CUresult kSuccess = 0;
+constexpr CUresult kOutOfMemory = 2;
+constexpr CUresult kStubLibrary = 34;  // the toolkit's libcuda stub, which only links
+constexpr CUresult kNoDevice = 100;
+constexpr CUresult kNotReady = 600;  // cuEventQuery: the event's work has not run yet
+
+// CUdevice_attribute values.
+constexpr int kAttrMultiprocessorCount = 16;
+constexpr int kAttrComputeCapabilityMajor = 75;
+constexpr int kAttrComputeCapabilityMinor = 76;
+
+// cuEventCreate flag: no timing data, so recording and querying stay cheap.
+constexpr unsigned kEventDisableTiming = 2;
+
+// The driver's entry points kiln calls, resolved by name from the loaded library.
+struct Api {
+  CUresult (*cuInit)(unsigned flags);
+  CUresult (*cuDriverGetVersion)(int* version);
+  CUresult (*cuGetErrorName)(CUresult error, const char** name);
+  CUresult (*cuDeviceGetCount)(int* count);
+  CUresult (*cuDeviceGet)(CUdevice* device, int ordinal);
+  CUresult (*cuDeviceGetName)(char* name, int length, CUdevice device);
+  CUresult (*cuDeviceGetAttribute)(int* value, int attribute, CUdevice device);
+  CUresult (*cuDeviceTotalMem_v2)(size_t* bytes, CUdevice device);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext* context, CUdevice device);
+  CUresult (*cuCtxSetCurrent)(CUcontext context);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc_v2)(CUdeviceptr* ptr, size_t bytes);
+  CUresult (*cuMemFree_v2)(CUdeviceptr ptr);
+  CUresult (*cuMemGetInfo_v2)(size_t* free_bytes, size_t* total_bytes);
+  CUresult (*cuEventCreate)(CUevent* event, unsigned flags);
+  CUresult (*cuEventRecord)(CUevent event, CUstream stream);
+  CUresult (*cuEventQuery)(CUevent event);
+  CUresult (*cuEventSynchronize)(CUevent event);
+  CUresult (*cuEventDestroy_v2)(CUevent event);
+};
+
+// The outcome of loading a driver library: the API when it loaded and cuInit succeeded,
+// else why not, in words a user can act on.
+struct Loaded {
+  std::unique_ptr<Api> api;  // null when unavailable
+  std::string library;       // the file name or path that was opened
+  int version = 0;           // cuDriverGetVersion: 12040 means 12.4
+  int device_count = 0;
+  std::string unavailable_reason;
+};
+
+// Opens `library` ("libcuda.so.1", found by the dynamic loader, or a path), resolves the
+// entry points and runs cuInit. Never throws; the library stays loaded for the process.
+Loaded load(const std::string& library);
+
+// The process's driver: KILN_CUDA_DRIVER (a path) when set, else libcuda.so.1. Loaded once.
+const Loaded& loaded();
+
+// "CUDA_ERROR_OUT_OF_MEMORY", or "CUresult 999" when the driver cannot name it.
+std::string error_name(const Api& api, CUresult result);
+
+// Throws kiln::Error naming the call, its result and `fix` when `result` is not success.
+void check(const Api& api, CUresult result, const char* call, const char* fix);
+
+}  // namespace kiln::cuda::driver

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU checks, in one call on a GPU machine (tests/gpu/prepare.sh made gpu-carry/ here
+# first; carry it). Writes to $OUT (default: ./gpu-out): results.txt (the machine, the driver,
+# every CUDA test's outcome) and gtest.json. Finishes in well under a minute today; as the
+# CUDA work grows it will run the GPU benchmarks and the PyTorch comparisons too (issue 17),
+# and stays under 5 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+{
+  echo "# kiln GPU check, $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: not found"
+  echo
+} > "$OUT/results.txt"
+if [ ! -x gpu-carry/kiln_eager_tests ]; then
+  echo "device_check.sh: gpu-carry/kiln_eager_tests is missing: run tests/gpu/prepare.sh on the build machine and carry gpu-carry" | tee -a "$OUT/results.txt"
+  exit 1
+fi
+export LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+timeout 240 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*' --gtest_output="json:$OUT/gtest.json" \
+  2>&1 | tee -a "$OUT/results.txt"
+status=${PIPESTATUS[0]}
+# The tests that skipped, with their reasons: on a GPU machine there should be none.
+skipped=$(grep -cE '^\[  SKIPPED \] [A-Za-z]+\.[A-Za-z]+ \(' "$OUT/results.txt")
+echo "skipped tests: $skipped (a GPU machine should skip none)" >> "$OUT/results.txt"
+echo "exit status: $status" >> "$OUT/results.txt"
+exit "$status"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Prepares what tests/gpu/device_check.sh runs on a GPU machine, which has no LLVM/MLIR, no
+# network and none of kiln's Debian packages: the test binary of the build without the code
+# generator (./run.sh test --no-compiler builds it) and the shared libraries it needs that are
+# not part of the C runtime, copied into gpu-carry/ (ignored by git; carry it).
+#
+#   tests/gpu/prepare.sh            # then carry gpu-carry/ and run tests/gpu/device_check.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+binary=build-eager/tests/kiln_eager_tests
+[ -x "$binary" ] || { echo "prepare.sh: $binary is missing; run ./run.sh test --no-compiler first" >&2; exit 1; }
+rm -rf gpu-carry && mkdir -p gpu-carry/lib
+cp "$binary" gpu-carry/
+strip gpu-carry/kiln_eager_tests
+# Every library ldd resolves, except the C runtime and the dynamic loader, which every Linux
+# machine has in a compatible version.
+ldd "$binary" | awk '/=> \// {print $3}' | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+    *) cp -L "$lib" gpu-carry/lib/ ;;
+  esac
+done
+du -sh gpu-carry
