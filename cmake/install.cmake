@@ -14,7 +14,7 @@ set_target_properties(kiln_rt PROPERTIES EXPORT_NAME rt)
 set(KILN_INSTALLED_TARGETS kiln kiln_eager kiln_runtime kiln_ir kiln_passes kiln_backends
     kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_cuda kiln_artifact kiln_rt)
 if(KILN_COMPILER)
-  list(APPEND KILN_INSTALLED_TARGETS kiln_compiler kiln_cpu_codegen kiln_cpu_compiler
+  list(APPEND KILN_INSTALLED_TARGETS kiln_compiler kiln_codegen_common kiln_cpu_codegen kiln_cpu_compiler
        kiln_cli)
 endif()
 install(TARGETS ${KILN_INSTALLED_TARGETS} EXPORT kilnTargets

@@ -26,7 +26,9 @@ LAYERS = [
     ("backends/interp", ["backends/interp"]),
     ("backends/cpu", ["backends/cpu"]),
     ("backends/cuda", ["backends/cuda"]),
+    ("backends codegen common", ["backends/codegen_common"]),
     ("backends/cpu codegen", ["backends/cpu/codegen"]),
+    ("backends/cuda codegen", ["backends/cuda/codegen"]),
     ("backends/cpu compiler", ["backends/cpu/compiler"]),
     ("frontend artifact format", ["frontend/artifact"]),
     ("frontend rt", ["frontend/rt"]),
@@ -38,14 +40,15 @@ LAYERS = [
     ("frontend cli", ["frontend/src/cli"]),
 ]
 # Folders that build only with the code generator (they link LLVM/MLIR).
-COMPILER_ONLY = {"backends/cpu codegen", "backends/cpu compiler", "frontend compiler (export)",
+COMPILER_ONLY = {"backends codegen common", "backends/cpu codegen", "backends/cuda codegen", "backends/cpu compiler", "frontend compiler (export)",
                  "frontend umbrella", "frontend cli"}
 # rt does not sit above the frontend's eager library: it must not include it.
 NOT_BELOW = {("frontend rt", "frontend eager"), ("frontend artifact format", "frontend eager"),
              ("frontend rt", "frontend compiler (export)")}
 INCLUDE_DIRS = ["runtime/include", "ir/include", "passes/include", "backends/include",
                 "backends/interp/include", "backends/cpu/kernels/include", "backends/cpu/gemm/include",
-                "backends/cuda/include",
+                "backends/cuda/include", "backends/codegen_common/include",
+                "backends/cuda/codegen/include",
                 "backends/cpu/exec/include", "backends/cpu/codegen/include",
                 "backends/cpu/compiler/include", "frontend/artifact/include",
                 "frontend/rt/include", "frontend/include", "frontend/src", "ir/src",

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/codegen_common/scalar_builder.h"
 #include "kiln/cpu/codegen/kernel_cache.h"
 #include "kiln/error.h"
 #include "llvm/ADT/SmallVector.h"
@@ -21,7 +22,6 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -29,20 +29,8 @@
 #include "stages.h"
 
 namespace kiln::cpu::codegen {
-namespace detail {
 
-DiagnosticCollector::DiagnosticCollector(mlir::MLIRContext* ctx)
-    : handler_(std::make_unique<mlir::ScopedDiagnosticHandler>(ctx, [this](mlir::Diagnostic& diag) {
-        llvm::raw_string_ostream os(text_);
-        os << "  " << diag.getLocation() << ": " << diag << "\n";
-        for (const mlir::Diagnostic& note : diag.getNotes())
-          os << "    " << note.getLocation() << ": note: " << note << "\n";
-        return mlir::success();
-      })) {}
-
-DiagnosticCollector::~DiagnosticCollector() = default;
-
-}  // namespace detail
+bool supported_dtype(DType t) { return codegen_common::supported_dtype(t); }
 
 namespace {
 
@@ -66,7 +54,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const exec::FusedKernelS
   std::set<std::string> unique_names;
   std::vector<std::string> names;
   for (const exec::FusedKernelSpec& spec : kernels) {
-    detail::check_spec(spec);
+    codegen_common::check_spec(spec, "codegen");
     KILN_CHECK(unique_names.insert(spec.name).second,
                "[codegen] expected unique kernel names, found '", spec.name,
                "' twice. Fix: number the kernels of a module (fused_0, fused_1, ...).");
@@ -77,7 +65,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const exec::FusedKernelS
 
   Clock::time_point start = Clock::now();
   mlir::DialectRegistry registry;
-  detail::register_scalar_body_dialects(registry);
+  codegen_common::register_scalar_body_dialects(registry);
   detail::register_loop_dialects(registry);
   detail::register_lowering_dialects(registry);
   // No MLIR thread pool: kiln owns the only one.
@@ -101,7 +89,7 @@ std::unique_ptr<KernelModule> compile_kernels(std::span<const exec::FusedKernelS
   KILN_CHECK(
       verified, "[codegen] expected the generated kernels to verify, got:\n", diags.take(),
       "Fix: this is a kiln bug in backends/cpu/codegen/loop_emission.cpp, row_emission.cpp or "
-      "scalar_body_to_mlir.cpp (or a scalar_body).");
+      "backends/codegen_common/src/scalar_builder.cpp (or a scalar_body).");
   result->target_ = detail::describe_target(*tm);
   result->target_arch_ = tm->getTargetTriple().getArchName().str();
   result->target_cpu_ = tm->getTargetCPU().empty() ? "generic" : tm->getTargetCPU().str();

@@ -1,9 +1,8 @@
-// The two classes that build a kernel's MLIR, shared by the emission stages:
-// MlirScalarBuilder (scalar_body_to_mlir.cpp) turns ops' scalar bodies into arith/math
-// values; KernelEmitter (loop_emission.cpp, row kernels in row_emission.cpp) builds the
-// kernel's function, loops, loads and stores around them. Only those three translation
-// units include this header: it needs MLIR's IR headers, but no dialect's (each stage
-// includes the dialects it uses).
+// The class that builds a CPU kernel's MLIR: KernelEmitter (loop_emission.cpp, row kernels in
+// row_emission.cpp) builds the kernel's function, loops, loads and stores around the ops'
+// scalar bodies, which codegen_common::MlirScalarBuilder turns into arith/math values. Only
+// those two translation units include this header: it needs MLIR's IR headers, but no
+// dialect's (each stage includes the dialects it uses).
 #pragma once
 
 #include <cstdint>
@@ -13,67 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/codegen_common/scalar_builder.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "stages.h"
 
 namespace kiln::cpu::codegen::detail {
 
-// The scalar bodies' values as MLIR SSA values inside the innermost loop: scalars, or in the
-// streaming loop vectors of `lanes` elements (arith and math ops apply lane by lane, so one
-// scalar_body serves both). Bool is i1 in registers (i8 in memory). Errors name the kernel and
-// the op whose body is being built.
-class MlirScalarBuilder final : public ScalarBuilder {
- public:
-  MlirScalarBuilder(mlir::OpBuilder& b, mlir::ModuleOp module) : b_(b), module_(module) {}
-
-  // 1: values are scalars; more: vectors of that many lanes.
-  void set_lanes(int64_t lanes) { lanes_ = lanes; }
-  // `element` as a value of the current lane count.
-  mlir::Type shaped(mlir::Type element) const {
-    return lanes_ == 1 ? element : mlir::VectorType::get({lanes_}, element);
-  }
-
-  // Where the next values come from, for error messages and MLIR locations.
-  void set_context(const std::string& kernel, const ir::Node* node);
-  mlir::Location loc() const { return loc_; }
-
-  ScalarValue wrap(mlir::Value v, DType t) {
-    values_.emplace_back(v, t);
-    return ScalarValue{static_cast<int32_t>(values_.size() - 1)};
-  }
-  mlir::Value value(ScalarValue v) const { return entry(v).first; }
-
-  DType dtype(ScalarValue v) const override { return entry(v).second; }
-  ScalarValue constant(double value, DType t) override;
-  ScalarValue unary(ScalarOp op, ScalarValue a) override;
-  ScalarValue binary(ScalarOp op, ScalarValue a, ScalarValue b) override;
-  ScalarValue select(ScalarValue cond, ScalarValue a, ScalarValue b) override;
-  ScalarValue cast(ScalarValue a, DType to) override;
-
-  mlir::Type register_type(DType t) { return shaped(element_type(t)); }
-  mlir::Type element_type(DType t);
-  void check_dtype(DType t, const char* what) const;
-
- private:
-  const std::pair<mlir::Value, DType>& entry(ScalarValue v) const;
-  [[noreturn]] void unsupported(ScalarOp op, DType t) const;
-
-  // The scalar `attr` as a constant of the current lane count (a splat for vectors).
-  mlir::Value splat_constant(mlir::TypedAttr attr);
-  mlir::Value bool_const(bool v);
-  mlir::Value zero_of(mlir::Type type);
-  mlir::Value floating_unary(ScalarOp op, mlir::Value x, DType t);
-  mlir::Value libm_call(const std::string& name, mlir::Value x);
-  mlir::Value arithmetic(ScalarOp op, DType t, mlir::Value x, mlir::Value y);
-
-  mlir::OpBuilder& b_;
-  mlir::ModuleOp module_;
-  int64_t lanes_ = 1;
-  std::string where_ = "[codegen]";
-  mlir::Location loc_ = b_.getUnknownLoc();
-  std::vector<std::pair<mlir::Value, DType>> values_;
-};
+using codegen_common::MlirScalarBuilder;
 
 // Outputs of at least this many bytes (all outputs of a kernel together) are written with
 // streaming (non-temporal) stores, which go past the caches. A normal store first reads the
@@ -103,7 +49,7 @@ class KernelEmitter {
         spec_(spec),
         streaming_stores_(streaming_stores),
         b_(module.getContext()),
-        sb_(b_, module) {}
+        sb_(b_, module, codegen_common::MathLibrary::Cpu, "codegen") {}
 
   void emit();
 
@@ -123,7 +69,9 @@ class KernelEmitter {
   void emit_nest(bool streaming);
   void emit_streaming_row(const std::vector<mlir::Value>& row, mlir::Value lo, mlir::Value hi);
   void emit_body(const std::vector<mlir::Value>& offsets, int64_t lanes);
-  ScalarValue apply(const ir::Node& node, const ValueMap& values);
+  ScalarValue apply(const ir::Node& node, const ValueMap& values) {
+    return sb_.apply(spec_.name, node, values);
+  }
   ScalarValue load_input(size_t i, const std::vector<mlir::Value>& offsets, int64_t lanes);
   void store_output(size_t o, ScalarValue value, const std::vector<mlir::Value>& offsets,
                     bool streaming = false);
@@ -138,7 +86,7 @@ class KernelEmitter {
   mlir::Value address(mlir::Type element, mlir::Value base, mlir::Value offset);
   mlir::Value load(mlir::Type result, mlir::Type element, mlir::Value base, mlir::Value offset,
                    unsigned alignment = 0);
-  mlir::Type memory_type(DType t);
+  mlir::Type memory_type(DType t) { return sb_.memory_type(t); }
   mlir::Value splat(mlir::Value x, int64_t lanes);
 
   // ---- row_emission.cpp: row kernels

@@ -1,6 +1,6 @@
 // Loop emission: the function of each kernel (exec::FusedKernelFn's signature), its loop nests over
 // the iteration dims, the loads of the inputs and the stores of the outputs, with the ops' scalar
-// bodies (scalar_body_to_mlir.cpp) in the innermost loop; for large outputs also the streaming
+// bodies (codegen_common's scalar_builder.h) in the innermost loop; for large outputs also the streaming
 // nest of explicit vectors and non-temporal stores, chosen per call. A stage of its own
 // because it is about memory (offsets, broadcasting, alignment, which loop LLVM vectorizes),
 // not about what the ops compute. Row kernels' loops are in row_emission.cpp.
@@ -214,20 +214,6 @@ void KernelEmitter::emit_body(const std::vector<mlir::Value>& offsets, int64_t l
   sb_.set_lanes(1);
 }
 
-// The scalar body of elementwise `node` on its operands' values.
-ScalarValue KernelEmitter::apply(const ir::Node& node, const ValueMap& values) {
-  std::vector<ScalarValue> operands;
-  // An absent optional operand reaches the body as an invalid ScalarValue (id -1).
-  for (const ir::Value* in : node.inputs)
-    operands.push_back(in ? lookup(values, in) : ScalarValue{});
-  ScalarValue r = node.op->scalar_body(sb_, *node.attrs, operands);
-  DType want = node.outputs[0]->type.dtype;
-  KILN_CHECK(sb_.dtype(r) == want, "[codegen] kernel '", spec_.name, "', op ", node_str(node),
-             ": expected the scalar body to return the op's output dtype ", want, ", found ",
-             sb_.dtype(r), ". Fix: cast the result in the op's scalar_body.");
-  return r;
-}
-
 // Region input i at `offsets`: one element, or `lanes` consecutive ones along the innermost
 // dim (the same element in every lane where the input broadcasts along it).
 ScalarValue KernelEmitter::load_input(size_t i, const std::vector<mlir::Value>& offsets,
@@ -314,10 +300,6 @@ mlir::Value KernelEmitter::load(mlir::Type result, mlir::Type element, mlir::Val
                                 mlir::Value offset, unsigned alignment) {
   return b_.create<mlir::LLVM::LoadOp>(sb_.loc(), result, address(element, base, offset),
                                        alignment);
-}
-
-mlir::Type KernelEmitter::memory_type(DType t) {
-  return t == DType::Bool ? b_.getI8Type() : sb_.element_type(t);
 }
 
 // `x` in every lane of a vector.

@@ -1,15 +1,15 @@
 // The code generator's stages and what they hand each other; private to backends/cpu/codegen
 // (the public interface is kiln/cpu/codegen/kernels.h). MLIR and LLVM types are only declared
-// here, so the stages that use neither (check_spec.cpp) or only LLVM (target_machine.cpp,
+// here, so the stages that use neither (the spec checks) or only LLVM (target_machine.cpp,
 // jit.cpp) never parse MLIR's headers, which cost tens of seconds per translation unit
 // (/work/shared/notes/mlir19.md).
 //
 // compile_kernels (compile_kernels.cpp) runs them in this order:
-//   check_spec.cpp           each exec::FusedKernelSpec is checked before any MLIR is built
+//   (codegen_common)         each exec::FusedKernelSpec is checked before any MLIR is built
 //   target_machine.cpp       the CPU LLVM compiles for (the JIT links for the same one)
 //   loop_emission.cpp        each spec becomes a func.func of FusedKernelFn's signature: loops,
 //   row_emission.cpp         loads and stores (a row kernel's reductions), around
-//   scalar_body_to_mlir.cpp  the ops' scalar bodies as arith/math ops (kernel_emission.h)
+//   (codegen_common)         the ops' scalar bodies as arith/math ops (scalar_builder.h)
 //   lowering.cpp             MLIR passes to the LLVM dialect, LLVM -O3, a relocatable object
 //   jit.cpp                  that object (or the kernel cache's) linked, its kernels resolved
 #pragma once
@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/codegen_common/diagnostics.h"
+#include "kiln/codegen_common/spec_check.h"
 #include "kiln/cpu/codegen/kernels.h"
 #include "kiln/scalar_body.h"
 
@@ -40,23 +42,14 @@ class DialectRegistry;
 class MLIRContext;
 class ModuleOp;
 class PassManager;
-class ScopedDiagnosticHandler;
 }  // namespace mlir
 
 namespace kiln::cpu::codegen::detail {
 
-// ---- check_spec.cpp
-
-// "add %7": how errors name a region node.
-std::string node_str(const ir::Node& n);
-
-// The reduction a row kernel's node performs along the last dim (ScalarOp::Add for sum,
-// Max for amax, Min for amin), or nothing for an elementwise node. The fuse pass puts only
-// these reductions, over the last dim with keepdim, into row groups.
-std::optional<ScalarOp> row_reduction_kind(const ir::Node& n);
-
-// Checks what the emitter relies on before any MLIR is built, so errors name the kernel.
-void check_spec(const exec::FusedKernelSpec& spec);
+// Each spec is checked first (codegen_common::check_spec), so errors name the kernel.
+using codegen_common::DiagnosticCollector;
+using codegen_common::node_str;
+using codegen_common::row_reduction_kind;
 
 // ---- target_machine.cpp
 
@@ -76,26 +69,10 @@ std::string describe_target(const llvm::TargetMachine& tm);
 // Everything about the target the machine code depends on, for the cache key.
 std::string full_target(const llvm::TargetMachine& tm);
 
-// ---- MLIR: the context (compile_kernels.cpp) and the dialects each stage makes ops of
-
-// Collects MLIR diagnostics as text. The handler runs inside MLIR, which is built without
-// exceptions, so it only appends; compile_kernels throws at the kiln boundary.
-class DiagnosticCollector {
- public:
-  explicit DiagnosticCollector(mlir::MLIRContext* ctx);
-  ~DiagnosticCollector();
-  DiagnosticCollector(const DiagnosticCollector&) = delete;
-  DiagnosticCollector& operator=(const DiagnosticCollector&) = delete;
-  std::string take() { return std::exchange(text_, std::string()); }
-
- private:
-  std::string text_;
-  std::unique_ptr<mlir::ScopedDiagnosticHandler> handler_;
-};
+// ---- MLIR: the dialects each stage makes ops of (codegen_common's scalar bodies too)
 
 // Each stage inserts the dialects it creates ops of into the context's registry, so no
 // translation unit includes a dialect it does not use.
-void register_scalar_body_dialects(mlir::DialectRegistry& registry);  // scalar_body_to_mlir.cpp
 void register_loop_dialects(mlir::DialectRegistry& registry);         // loop_emission.cpp
 void register_lowering_dialects(mlir::DialectRegistry& registry);     // lowering.cpp
 

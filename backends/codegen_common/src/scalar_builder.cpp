@@ -1,17 +1,19 @@
-// Scalar bodies to MLIR: MlirScalarBuilder implements kiln's ScalarBuilder
-// (kiln/scalar_body.h) with arith and math ops (LLVM intrinsics or libm calls where those are
-// more accurate), so each op's one scalar_body becomes the computation inside a generated
-// kernel's loops. A stage of its own because it is about numerics (which MLIR op computes a
-// ScalarOp on which dtype, to what accuracy), while the loops around it (loop_emission.cpp)
-// are about memory; it is also the only stage that includes the math dialect.
+// Scalar bodies to MLIR (see scalar_builder.h): which arith or math op computes a ScalarOp on
+// which dtype, to what accuracy, for the CPU's math or libdevice's. A file of its own because it
+// is about numerics, while the generators' loops around it are about memory; it is also the
+// only file of the code generators that builds math ops.
+#include "kiln/codegen_common/scalar_builder.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
-#include "kernel_emission.h"
+#include "kiln/codegen_common/spec_check.h"
 #include "kiln/error.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,7 +21,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/DialectRegistry.h"
 
-namespace kiln::cpu::codegen::detail {
+namespace kiln::codegen_common {
 namespace {
 
 using Predicate = std::pair<mlir::arith::CmpFPredicate, mlir::arith::CmpIPredicate>;
@@ -63,7 +65,7 @@ void register_scalar_body_dialects(mlir::DialectRegistry& registry) {
 }
 
 void MlirScalarBuilder::set_context(const std::string& kernel, const ir::Node* node) {
-  where_ = "[codegen] kernel '" + kernel + "'" + (node ? ", op " + node_str(*node) : "");
+  where_ = "[" + generator_ + "] kernel '" + kernel + "'" + (node ? ", op " + node_str(*node) : "");
   loc_ = mlir::NameLoc::get(b_.getStringAttr(kernel + (node ? "/" + node->op->name : "")));
 }
 
@@ -192,6 +194,30 @@ void MlirScalarBuilder::check_dtype(DType t, const char* what) const {
              ". Fix: leave this op out of the fusion group (or cast to float32 before it).");
 }
 
+ScalarValue MlirScalarBuilder::apply(
+    const std::string& kernel, const ir::Node& node,
+    const std::unordered_map<const ir::Value*, ScalarValue>& values) {
+  set_context(kernel, &node);
+  std::vector<ScalarValue> operands;
+  for (const ir::Value* in : node.inputs) {
+    if (!in) {
+      operands.push_back(ScalarValue{});
+      continue;
+    }
+    auto it = values.find(in);
+    KILN_CHECK(it != values.end(), where_, ": expected value %", in->id,
+               " to be defined earlier in the region, found no definition. Fix: the region "
+               "must be in definition order (ir::verify checks it).");
+    operands.push_back(it->second);
+  }
+  ScalarValue r = node.op->scalar_body(*this, *node.attrs, operands);
+  DType want = node.outputs[0]->type.dtype;
+  KILN_CHECK(dtype(r) == want, where_, ": expected the scalar body to return the op's output dtype ",
+             want, ", found ", dtype(r), ". Fix: cast the result in the op's scalar_body.");
+  set_context(kernel, nullptr);
+  return r;
+}
+
 const std::pair<mlir::Value, DType>& MlirScalarBuilder::entry(ScalarValue v) const {
   KILN_CHECK(v.id >= 0 && static_cast<size_t>(v.id) < values_.size(), where_,
              ": expected a ScalarValue made by this builder, found id ", v.id,
@@ -223,12 +249,14 @@ mlir::Value MlirScalarBuilder::zero_of(mlir::Type type) {
   return splat_constant(b_.getIntegerAttr(element, 0));
 }
 
-// Float32 exp, log, log1p, tanh and erf stay math ops: the polynomial approximation
-// patterns turn them into arith code that LLVM vectorizes (within 4.3 ulp of the exact
-// result, as accurate as the eager Eigen kernels). Float64 ones without an LLVM intrinsic
-// (the patterns leave float64 alone) call libm.
+// On the CPU, float32 exp, log, log1p, tanh and erf stay math ops: the polynomial
+// approximation patterns turn them into arith code that LLVM vectorizes (within 4.3 ulp of the
+// exact result, as accurate as the eager Eigen kernels). Float64 ones without an LLVM
+// intrinsic (the patterns leave float64 alone) call libm. With libdevice every function is a
+// math op (libdevice has both precisions, within 2 ulp of the exact result).
 mlir::Value MlirScalarBuilder::floating_unary(ScalarOp op, mlir::Value x, DType t) {
-  bool f64 = t == DType::Float64;
+  const bool libm = t == DType::Float64 && math_ == MathLibrary::Cpu;
+  const bool intrinsics = math_ == MathLibrary::Cpu;
   switch (op) {
     case ScalarOp::Neg:
       return b_.create<mlir::arith::NegFOp>(loc_, x);
@@ -239,7 +267,7 @@ mlir::Value MlirScalarBuilder::floating_unary(ScalarOp op, mlir::Value x, DType 
     case ScalarOp::Log:
       return b_.create<mlir::math::LogOp>(loc_, x);
     case ScalarOp::Log1p:
-      return f64 ? libm_call("log1p", x) : b_.create<mlir::math::Log1pOp>(loc_, x).getResult();
+      return libm ? libm_call("log1p", x) : b_.create<mlir::math::Log1pOp>(loc_, x).getResult();
     case ScalarOp::Sqrt:
       return b_.create<mlir::math::SqrtOp>(loc_, x);
     case ScalarOp::Rsqrt:
@@ -247,13 +275,15 @@ mlir::Value MlirScalarBuilder::floating_unary(ScalarOp op, mlir::Value x, DType 
     // MLIR's sin/cos approximations lose up to 4e-3 relative accuracy near the zeros
     // (measured in kernels_test.cpp): the LLVM intrinsics (libm's sinf/cosf) instead.
     case ScalarOp::Sin:
-      return b_.create<mlir::LLVM::SinOp>(loc_, x);
+      return intrinsics ? b_.create<mlir::LLVM::SinOp>(loc_, x).getResult()
+                        : b_.create<mlir::math::SinOp>(loc_, x).getResult();
     case ScalarOp::Cos:
-      return b_.create<mlir::LLVM::CosOp>(loc_, x);
+      return intrinsics ? b_.create<mlir::LLVM::CosOp>(loc_, x).getResult()
+                        : b_.create<mlir::math::CosOp>(loc_, x).getResult();
     case ScalarOp::Tanh:
-      return f64 ? libm_call("tanh", x) : b_.create<mlir::math::TanhOp>(loc_, x).getResult();
+      return libm ? libm_call("tanh", x) : b_.create<mlir::math::TanhOp>(loc_, x).getResult();
     case ScalarOp::Erf:
-      return f64 ? libm_call("erf", x) : b_.create<mlir::math::ErfOp>(loc_, x).getResult();
+      return libm ? libm_call("erf", x) : b_.create<mlir::math::ErfOp>(loc_, x).getResult();
     case ScalarOp::Floor:
       return b_.create<mlir::math::FloorOp>(loc_, x);
     case ScalarOp::Ceil:
@@ -341,4 +371,4 @@ mlir::Value MlirScalarBuilder::arithmetic(ScalarOp op, DType t, mlir::Value x, m
   }
 }
 
-}  // namespace kiln::cpu::codegen::detail
+}  // namespace kiln::codegen_common

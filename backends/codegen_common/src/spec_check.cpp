@@ -1,8 +1,7 @@
-// Spec checks: everything the emitters rely on in a exec::FusedKernelSpec (its region, dims,
-// broadcast flags, dtypes, scalar bodies, row reductions), checked before any MLIR is built,
-// so a bad spec fails with the kernel and op named and a fix, not with an MLIR verifier
-// error. Plain C++ and separate from emission: the cpu backend's fusion rules ask
-// supported_dtype() too, and this file compiles without MLIR's headers.
+// Spec checks: everything the emitters rely on in a cpu::exec::FusedKernelSpec (its region,
+// dims, broadcast flags, dtypes, scalar bodies, row reductions). See spec_check.h.
+#include "kiln/codegen_common/spec_check.h"
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -10,16 +9,13 @@
 
 #include "kiln/error.h"
 #include "kiln/ops/reduction.h"
-#include "stages.h"
 
-namespace kiln::cpu::codegen {
+namespace kiln::codegen_common {
 
 bool supported_dtype(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Int32 || t == DType::Int64 ||
          t == DType::Bool;
 }
-
-namespace detail {
 
 std::string node_str(const ir::Node& n) {
   std::string out = n.op ? n.op->name : "<no op>";
@@ -35,8 +31,8 @@ std::optional<ScalarOp> row_reduction_kind(const ir::Node& n) {
   return std::nullopt;
 }
 
-void check_spec(const exec::FusedKernelSpec& spec) {
-  const std::string where = "[codegen] kernel '" + spec.name + "'";
+void check_spec(const cpu::exec::FusedKernelSpec& spec, std::string_view generator) {
+  const std::string where = "[" + std::string(generator) + "] kernel '" + spec.name + "'";
   KILN_CHECK(
       spec.region != nullptr, where,
       ": expected a fusion region, found none. Fix: build the spec with exec::fused_kernel_spec() "
@@ -90,5 +86,4 @@ void check_spec(const exec::FusedKernelSpec& spec) {
   }
 }
 
-}  // namespace detail
-}  // namespace kiln::cpu::codegen
+}  // namespace kiln::codegen_common
