@@ -28,6 +28,7 @@
 #include "kiln/error.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/fused.h"
+#include "test_util.h"
 
 namespace kiln::cpu::codegen {
 namespace {
@@ -52,30 +53,6 @@ class TempDir {
 
  private:
   std::string path_;
-};
-
-// Sets (or, with nullptr, unsets) an environment variable for one scope.
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~EnvVar() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  EnvVar(const EnvVar&) = delete;
-  EnvVar& operator=(const EnvVar&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
 };
 
 // ---- kernels ----
