@@ -1,0 +1,188 @@
+// Kernel emission for the GPU: each kernel's gpu.func and its parameters, the elementwise
+// kernels' grid-stride loop, and what every kernel uses (thread and block ids, offsets from a
+// flat index, loads and stores). Row kernels' loops are in row_emission.cpp.
+//
+// Offsets are int64: a tensor may have more than 2^31 elements. Static dims are constants, so
+// LLVM turns the divisions of a flat index into multiplications; where every buffer is dense
+// over the same dims (the common case: exec::fused_kernel_spec merges those into one dim), a
+// flat index is an offset and there is no division at all.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernel_emission.h"
+#include "kiln/error.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/DialectRegistry.h"
+
+namespace kiln::cuda::codegen::detail {
+
+void register_emission_dialects(mlir::DialectRegistry& registry) {
+  registry.insert<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::scf::SCFDialect,
+                  mlir::LLVM::LLVMDialect>();
+}
+
+void emit_kernel(mlir::ModuleOp module, mlir::Block* gpu_module_body,
+                 const cpu::exec::FusedKernelSpec& spec) {
+  KernelEmitter(module, gpu_module_body, spec).emit();
+}
+
+void KernelEmitter::emit() {
+  const ir::Graph& region = *spec_.region;
+  sb_.set_context(spec_.name, nullptr);
+  mlir::Location loc = sb_.loc();
+  ptr_ = mlir::LLVM::LLVMPointerType::get(b_.getContext());
+  n_in_ = region.inputs().size();
+  const size_t n_out = region.outputs().size();
+  const size_t rank = spec_.dims.size();
+  std::vector<mlir::Type> params(n_in_ + n_out, ptr_);
+  params.insert(params.end(), rank, b_.getI64Type());
+
+  b_.setInsertionPoint(gpu_module_body_->getTerminator());
+  auto fn = b_.create<mlir::gpu::GPUFuncOp>(loc, spec_.name, b_.getFunctionType(params, {}));
+  fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
+  entry_ = &fn.getBody().front();
+  b_.setInsertionPointToStart(entry_);
+  b_.create<mlir::gpu::ReturnOp>(loc);
+  b_.setInsertionPointToStart(entry_);
+
+  for (size_t k = 0; k < n_in_ + n_out; ++k) buffers_.push_back(entry_->getArgument(k));
+  for (size_t d = 0; d < rank; ++d)
+    dims_.push_back(spec_.dims[d] >= 0 ? index(spec_.dims[d]) : entry_->getArgument(n_in_ + n_out + d));
+  for (size_t i = 0; i < n_in_; ++i) input_index_[region.inputs()[i].value] = i;
+
+  // strides_[k][d]: buffer k's element stride along dim d (null where it broadcasts): the
+  // product of the sizes of the dims inside d that it does not broadcast along.
+  strides_.assign(n_in_ + n_out, std::vector<mlir::Value>(rank));
+  for (size_t k = 0; k < n_in_ + n_out; ++k) {
+    mlir::Value running;  // null: 1
+    for (size_t d = rank; d-- > 0;) {
+      if (k < n_in_ && spec_.broadcast[k][d]) continue;
+      if (k >= n_in_ && d + 1 == rank && spec_.output_per_row[k - n_in_]) continue;
+      strides_[k][d] = running ? running : index(1);
+      running = running ? muli(running, dims_[d]) : dims_[d];
+    }
+  }
+  if (spec_.rows)
+    emit_rows();
+  else
+    emit_elementwise();
+}
+
+// for (i = global thread; i < every element; i += the grid's threads): the region at i.
+void KernelEmitter::emit_elementwise() {
+  const ir::Graph& region = *spec_.region;
+  mlir::OpBuilder::InsertPoint after = b_.saveInsertionPoint();
+  auto loop = b_.create<mlir::scf::ForOp>(sb_.loc(), global_thread(), product(0, dims_.size()),
+                                          grid_threads());
+  b_.setInsertionPoint(loop.getBody()->getTerminator());
+  std::vector<mlir::Value> offsets = offsets_at(loop.getInductionVar(), dims_.size());
+  ValueMap values;
+  for (size_t i = 0; i < n_in_; ++i) values[region.inputs()[i].value] = load_input(i, offsets);
+  for (const auto& node : region.nodes()) values[node->outputs[0]] = sb_.apply(spec_.name, *node, values);
+  for (size_t o = 0; o < region.outputs().size(); ++o)
+    store_output(o, values.at(region.outputs()[o].value), offsets);
+  b_.restoreInsertionPoint(after);
+}
+
+mlir::Value KernelEmitter::global_thread() {
+  return addi(muli(block_in_grid(), block_size()), thread_in_block());
+}
+mlir::Value KernelEmitter::grid_threads() { return muli(grid_size(), block_size()); }
+
+// The ids as int64 (the gpu dialect's are `index`, 64 bits wide after the NVVM conversion).
+mlir::Value KernelEmitter::thread_in_block() {
+  mlir::Value id = b_.create<mlir::gpu::ThreadIdOp>(sb_.loc(), mlir::gpu::Dimension::x);
+  return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), id);
+}
+mlir::Value KernelEmitter::block_size() {
+  mlir::Value v = b_.create<mlir::gpu::BlockDimOp>(sb_.loc(), mlir::gpu::Dimension::x);
+  return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), v);
+}
+mlir::Value KernelEmitter::block_in_grid() {
+  mlir::Value v = b_.create<mlir::gpu::BlockIdOp>(sb_.loc(), mlir::gpu::Dimension::x);
+  return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), v);
+}
+mlir::Value KernelEmitter::grid_size() {
+  mlir::Value v = b_.create<mlir::gpu::GridDimOp>(sb_.loc(), mlir::gpu::Dimension::x);
+  return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), v);
+}
+
+// Dims [0, ndims) from the innermost out: the index along dim d is linear % size, the rest
+// linear / size (unsigned: indices are never negative, and unsigned division is cheaper).
+// The outermost dim needs no remainder.
+std::vector<mlir::Value> KernelEmitter::offsets_at(mlir::Value linear, size_t ndims) {
+  std::vector<mlir::Value> offsets(buffers_.size());
+  mlir::Value rest = linear;
+  for (size_t d = ndims; d-- > 0;) {
+    mlir::Value at = rest;
+    if (d > 0) {
+      at = b_.create<mlir::arith::RemUIOp>(sb_.loc(), rest, dims_[d]);
+      rest = b_.create<mlir::arith::DivUIOp>(sb_.loc(), rest, dims_[d]);
+    }
+    offsets = advance(std::move(offsets), d, at);
+  }
+  return offsets;
+}
+
+std::vector<mlir::Value> KernelEmitter::advance(std::vector<mlir::Value> offsets, size_t d,
+                                                mlir::Value iv) {
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    if (!strides_[k][d]) continue;
+    mlir::Value step = d + 1 == dims_.size() ? iv : muli(iv, strides_[k][d]);
+    offsets[k] = offsets[k] ? addi(offsets[k], step) : step;
+  }
+  return offsets;
+}
+
+ScalarValue KernelEmitter::load_input(size_t i, const std::vector<mlir::Value>& offsets) {
+  DType t = spec_.region->inputs()[i].value->type.dtype;
+  mlir::Type memory = sb_.memory_type(t);
+  mlir::Value at = address(memory, buffers_[i], offsets[i] ? offsets[i] : index(0));
+  mlir::Value x = b_.create<mlir::LLVM::LoadOp>(sb_.loc(), memory, at);
+  if (t == DType::Bool) x = b_.create<mlir::arith::TruncIOp>(sb_.loc(), b_.getI1Type(), x);
+  return sb_.wrap(x, t);
+}
+
+void KernelEmitter::store_output(size_t o, ScalarValue value,
+                                 const std::vector<mlir::Value>& offsets) {
+  DType t = spec_.region->outputs()[o].value->type.dtype;
+  mlir::Value x = sb_.value(value);
+  if (t == DType::Bool) x = b_.create<mlir::arith::ExtUIOp>(sb_.loc(), b_.getI8Type(), x);
+  mlir::Value offset = offsets[n_in_ + o] ? offsets[n_in_ + o] : index(0);
+  b_.create<mlir::LLVM::StoreOp>(sb_.loc(), x,
+                                 address(sb_.memory_type(t), buffers_[n_in_ + o], offset));
+}
+
+mlir::Value KernelEmitter::product(size_t first, size_t last) {
+  mlir::Value p = index(1);
+  for (size_t d = first; d < last; ++d) p = d == first ? dims_[d] : muli(p, dims_[d]);
+  return p;
+}
+
+// An i64 constant, made once per kernel at its entry (where it dominates every use).
+mlir::Value KernelEmitter::index(int64_t v) {
+  auto [it, fresh] = constants_.try_emplace(v);
+  if (fresh) {
+    mlir::OpBuilder at_entry = mlir::OpBuilder::atBlockBegin(entry_);
+    it->second = at_entry.create<mlir::arith::ConstantOp>(sb_.loc(), b_.getI64IntegerAttr(v));
+  }
+  return it->second;
+}
+mlir::Value KernelEmitter::addi(mlir::Value a, mlir::Value b) {
+  return b_.create<mlir::arith::AddIOp>(sb_.loc(), a, b);
+}
+mlir::Value KernelEmitter::muli(mlir::Value a, mlir::Value b) {
+  return b_.create<mlir::arith::MulIOp>(sb_.loc(), a, b);
+}
+mlir::Value KernelEmitter::address(mlir::Type element, mlir::Value base, mlir::Value offset) {
+  return b_.create<mlir::LLVM::GEPOp>(sb_.loc(), ptr_, element, base,
+                                      llvm::ArrayRef<mlir::LLVM::GEPArg>{offset},
+                                      /*inbounds=*/true);
+}
+
+}  // namespace kiln::cuda::codegen::detail

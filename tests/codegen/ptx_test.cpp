@@ -1,0 +1,381 @@
+// The GPU code generator without a GPU: fusion groups to the MLIR gpu dialect (its text checked
+// like the CPU code generator's), to PTX for sm_90, and every kernel assembled by ptxas (the
+// CUDA toolkit's assembler, which rejects what the driver would). The kernels are the CPU
+// code generator's test groups: every elementwise op on every dtype and attribute variant,
+// broadcasts of several ranks, several outputs, dynamic dims, and the row kernels of softmax,
+// log_softmax, layer_norm and reductions over 3-D iteration spaces. Also the launch geometry
+// and every error the generator and the toolkit helpers report. Running the kernels needs a
+// GPU: tests/gpu/device_check.sh.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "codegen/five_op_kernel.h"
+#include "codegen/op_cases.h"
+#include "kiln/cpu/exec/kernel_spec.h"
+#include "kiln/cpu/kernels/register.h"
+#include "kiln/cuda/codegen/ptx.h"
+#include "kiln/cuda/codegen/toolkit.h"
+#include "kiln/error.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ops/elementwise.h"
+#include "test_util.h"
+
+namespace kiln::cuda::codegen {
+namespace {
+
+using cpu::codegen::testing::build_case;
+using cpu::codegen::testing::Case;
+using cpu::codegen::testing::parse_case;
+using cpu::codegen::testing::type;
+using cpu::exec::FusedKernelSpec;
+
+// Every test needs libdevice (and the assembling ones ptxas): the CUDA toolkit. The
+// development and CI machines have it; elsewhere these tests skip with the reason.
+std::string toolkit_missing() {
+  try {
+    find_libdevice();
+  } catch (const Error& e) {
+    return std::string("no CUDA toolkit: ") + e.what();
+  }
+  if (find_ptxas().empty()) return "no CUDA toolkit: no ptxas";
+  return "";
+}
+
+#define REQUIRE_TOOLKIT()                                        \
+  do {                                                           \
+    if (std::string why = toolkit_missing(); !why.empty())       \
+      GTEST_SKIP() << why;                                       \
+  } while (0)
+
+FusedKernelSpec spec_of(const Case& c, const std::string& name) {
+  return cpu::exec::fused_kernel_spec(*c.fused, name);
+}
+
+// Compiles `specs` (keeping the MLIR) and assembles the PTX with ptxas; returns the module.
+PtxModule compile_and_assemble(const std::vector<FusedKernelSpec>& specs) {
+  PtxOptions options;
+  options.keep_ir = true;
+  PtxModule module = compile_ptx(specs, options);
+  Cubin cubin = assemble_cubin(module.ptx, module.chip);
+  EXPECT_FALSE(cubin.image.empty());
+  for (const FusedKernelSpec& spec : specs)
+    EXPECT_NE(module.ptx.find(".entry " + spec.name + "("), std::string::npos) << spec.name;
+  return module;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// ---- the generated IR and PTX ----
+
+TEST(CudaCodegen, ElementwiseKernelIsAGridStrideLoopOverDenseBuffers) {
+  REQUIRE_TOOLKIT();
+  Case c = parse_case(cpu::codegen::testing::kFiveOpKernel);
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  PtxModule m = compile_and_assemble({spec});
+  ASSERT_EQ(m.kernels.size(), 1u);
+  EXPECT_EQ(m.kernels[0].kind, KernelKind::Elementwise);
+  EXPECT_EQ(m.kernels[0].buffers, 6u);  // x, a, b, c, d, the output
+  EXPECT_EQ(m.kernels[0].dims, 1u);
+  const std::string& ir = m.mlir_text;
+  EXPECT_NE(ir.find("gpu.func @fused_0(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, "
+                    "%arg3: !llvm.ptr, %arg4: !llvm.ptr, %arg5: !llvm.ptr, %arg6: i64) kernel"),
+            std::string::npos)
+      << ir;
+  for (const char* id : {"gpu.block_id  x", "gpu.block_dim  x", "gpu.thread_id  x",
+                         "gpu.grid_dim  x", "scf.for"})
+    EXPECT_NE(ir.find(id), std::string::npos) << id << " in\n" << ir;
+  // One merged dim: the flat index is every buffer's offset, no division.
+  EXPECT_EQ(ir.find("arith.divui"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("arith.remui"), std::string::npos) << ir;
+  EXPECT_NE(m.ptx.find(".target sm_90"), std::string::npos);
+  EXPECT_NE(m.ptx.find(".visible .entry fused_0("), std::string::npos) << m.ptx;
+  EXPECT_GT(m.timings.lower_ms, 0);
+}
+
+TEST(CudaCodegen, BroadcastsDivideTheFlatIndexByStaticDims) {
+  REQUIRE_TOOLKIT();
+  // x[4, 3, 8] * w[4, 1, 8]: w broadcasts along the middle dim, so the three dims stay apart
+  // and the flat index is split by the (constant) inner sizes.
+  Case c = parse_case(R"(graph g {
+  input %0 "x": float32[4, 3, 8]
+  input %1 "w": float32[4, 1, 8]
+  %2: float32[4, 3, 8] = fused(%0, %1) {kind="elementwise"} {
+    region (%3: float32[4, 3, 8], %4: float32[4, 1, 8]) {
+      %5: float32[4, 3, 8] = mul(%3, %4) {}
+      yield %5
+    }
+  }
+  return %2
+})");
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  ASSERT_EQ(spec.dims, (std::vector<int64_t>{4, 3, 8}));
+  PtxModule m = compile_and_assemble({spec});
+  EXPECT_EQ(count(m.mlir_text, "arith.divui"), 2u) << m.mlir_text;
+  EXPECT_EQ(count(m.mlir_text, "arith.remui"), 2u) << m.mlir_text;
+  EXPECT_NE(m.mlir_text.find("arith.constant 8 : i64"), std::string::npos) << m.mlir_text;
+}
+
+TEST(CudaCodegen, DynamicDimsAreKernelParameters) {
+  REQUIRE_TOOLKIT();
+  Case c = parse_case(R"(graph g {
+  input %0 "x": float64[s0, s1]
+  input %1 "b": float64[s1]
+  %2, %3: float64[s0, s1], bool[s0, s1] = fused(%0, %1) {kind="elementwise"} {
+    region (%4: float64[s0, s1], %5: float64[s1]) {
+      %6: float64[s0, s1] = add(%4, %5) {}
+      %7: float64[s0, s1] = tanh(%6) {}
+      %8: bool[s0, s1] = gt(%7, %4) {}
+      yield %7, %8
+    }
+  }
+  return %2, %3
+})");
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  ASSERT_EQ(spec.dims, (std::vector<int64_t>{-1, -1}));
+  PtxModule m = compile_and_assemble({spec});
+  EXPECT_EQ(m.kernels[0].buffers, 4u);
+  EXPECT_EQ(m.kernels[0].dims, 2u);
+  EXPECT_NE(m.mlir_text.find("arith.remui %"), std::string::npos) << m.mlir_text;
+  EXPECT_NE(m.mlir_text.find("math.tanh"), std::string::npos) << m.mlir_text;
+  // libdevice's float64 tanh, linked in (no call left to resolve).
+  EXPECT_EQ(m.ptx.find("__nv_tanh"), std::string::npos);
+  EXPECT_EQ(m.ptx.find(".extern"), std::string::npos) << "an unresolved function in the PTX";
+  EXPECT_NE(m.ptx.find("st.global.u8"), std::string::npos) << "the bool output is one byte";
+}
+
+// softmax over the last dim of [rows, cols] (decomposed, as the fuse pass groups it).
+std::string softmax_ir(const std::string& rows, const std::string& cols, const std::string& dtype) {
+  const std::string full = dtype + "[" + rows + ", " + cols + "]";
+  const std::string per_row = dtype + "[" + rows + ", 1]";
+  return "graph g {\n  input %0 \"x\": " + full + "\n  %1: " + full +
+         " = fused(%0) {kind=\"row\"} {\n    region (%2: " + full + ") {\n      %3: " + per_row +
+         " = amax(%2) {dims=[1], keepdim=true}\n      %4: " + full +
+         " = sub(%2, %3) {}\n      %5: " + full + " = exp(%4) {}\n      %6: " + per_row +
+         " = sum(%5) {dims=[1], keepdim=true}\n      %7: " + full +
+         " = div(%5, %6) {}\n      yield %7\n    }\n  }\n  return %1\n}";
+}
+
+TEST(CudaCodegen, RowKernelsReduceAcrossTheBlock) {
+  REQUIRE_TOOLKIT();
+  Case c = parse_case(softmax_ir("s0", "4096", "float32"));
+  FusedKernelSpec spec = spec_of(c, "softmax");
+  ASSERT_TRUE(spec.rows);
+  PtxModule m = compile_and_assemble({spec});
+  EXPECT_EQ(m.kernels[0].kind, KernelKind::Rows);
+  const std::string& ir = m.mlir_text;
+  EXPECT_EQ(count(ir, "gpu.all_reduce  maximumf"), 1u) << ir;
+  EXPECT_EQ(count(ir, "gpu.all_reduce  add"), 1u) << ir;
+  EXPECT_EQ(count(ir, "gpu.barrier"), 2u) << ir;
+  // Warp shuffles, then shared memory between the warps.
+  EXPECT_NE(m.ptx.find("shfl.sync.bfly"), std::string::npos);
+  EXPECT_NE(m.ptx.find(".shared"), std::string::npos);
+  EXPECT_NE(m.ptx.find("bar.sync"), std::string::npos);
+  EXPECT_NE(m.ptx.find("max.NaN.f32"), std::string::npos) << "amax propagates NaN";
+}
+
+TEST(CudaCodegen, RowKernelsOfEveryShapeTheCpuTestsUseAssemble) {
+  REQUIRE_TOOLKIT();
+  std::vector<Case> cases;
+  for (const char* dtype : {"float32", "float64"})
+    cases.push_back(parse_case(softmax_ir("6", "4", dtype)));
+  cases.push_back(parse_case(R"(graph g {
+  input %0 "x": float32[33, 96]
+  input %1 "w": float32[96]
+  input %2 "b": float32[96]
+  input %3 "n": float32[]
+  input %4 "eps": float32[]
+  %5, %6, %7: float32[33, 96], float32[33, 1], float32[33, 1] = fused(%0, %1, %2, %3, %4) {kind="row"} {
+    region (%8: float32[33, 96], %9: float32[96], %10: float32[96], %11: float32[], %12: float32[]) {
+      %13: float32[33, 1] = sum(%8) {dims=[1], keepdim=true}
+      %14: float32[33, 1] = div(%13, %11) {}
+      %15: float32[33, 96] = sub(%8, %14) {}
+      %16: float32[33, 96] = mul(%15, %15) {}
+      %17: float32[33, 1] = sum(%16) {dims=[1], keepdim=true}
+      %18: float32[33, 1] = div(%17, %11) {}
+      %19: float32[33, 1] = add(%18, %12) {}
+      %20: float32[33, 1] = rsqrt(%19) {}
+      %21: float32[33, 96] = mul(%15, %20) {}
+      %22: float32[33, 96] = mul(%21, %9) {}
+      %23: float32[33, 96] = add(%22, %10) {}
+      yield %23, %14, %20
+    }
+  }
+  return %5, %6, %7
+})"));
+  cases.push_back(parse_case(R"(graph g {
+  input %0 "x": float32[3, 5, 1000]
+  input %1 "w": float32[3, 1, 1000]
+  %2, %3: float32[3, 5, 1], float32[3, 5, 1] = fused(%0, %1) {kind="row"} {
+    region (%4: float32[3, 5, 1000], %5: float32[3, 1, 1000]) {
+      %6: float32[3, 5, 1000] = mul(%4, %5) {}
+      %7: float32[3, 5, 1000] = relu(%6) {}
+      %8: float32[3, 5, 1] = sum(%7) {dims=[2], keepdim=true}
+      %9: float32[3, 5, 1] = amin(%4) {dims=[2], keepdim=true}
+      yield %8, %9
+    }
+  }
+  return %2, %3
+})"));
+  cases.push_back(parse_case(R"(graph g {
+  input %0 "x": float32[7, 1]
+  %1: float32[7, 1] = fused(%0) {kind="row"} {
+    region (%2: float32[7, 1]) {
+      %3: float32[7, 1] = amax(%2) {dims=[1], keepdim=true}
+      %4: float32[7, 1] = sub(%2, %3) {}
+      %5: float32[7, 1] = exp(%4) {}
+      %6: float32[7, 1] = sum(%5) {dims=[1], keepdim=true}
+      %7: float32[7, 1] = log(%6) {}
+      %8: float32[7, 1] = sub(%4, %7) {}
+      yield %8
+    }
+  }
+  return %1
+})"));
+  std::vector<FusedKernelSpec> specs;
+  for (size_t i = 0; i < cases.size(); ++i) specs.push_back(spec_of(cases[i], "row_" + std::to_string(i)));
+  PtxModule m = compile_and_assemble(specs);
+  EXPECT_EQ(m.kernels.size(), specs.size());
+  // layer_norm's two statistics are stored by the block's first thread only.
+  EXPECT_NE(m.mlir_text.find("scf.if"), std::string::npos);
+  // The 3-D reduction's rows are split over two dims: the row index is divided by 5.
+  EXPECT_NE(m.mlir_text.find("arith.divui"), std::string::npos);
+}
+
+TEST(CudaCodegen, EveryElementwiseOpOnEveryDtypeAssemblesForSm90) {
+  REQUIRE_TOOLKIT();
+  cpu::kernels::register_kernels();  // the cases' eager results (not needed here) run them
+  cpu::codegen::testing::ElementwiseOpCases all = cpu::codegen::testing::every_elementwise_op_case();
+  std::vector<FusedKernelSpec> specs;
+  for (size_t i = 0; i < all.cases.size(); ++i)
+    specs.push_back(spec_of(all.cases[i].c, "op_" + std::to_string(i)));
+  PtxOptions options;
+  PtxModule m = compile_ptx(specs, options);
+  Cubin cubin = assemble_cubin(m.ptx, m.chip, /*verbose=*/true);
+  EXPECT_EQ(count(m.ptx, ".visible .entry op_"), specs.size());
+  EXPECT_EQ(m.ptx.find(".extern"), std::string::npos) << "an unresolved function in the PTX";
+  EXPECT_EQ(count(cubin.log, "Compiling entry function"), specs.size()) << cubin.log;
+  std::printf("[cuda codegen] every elementwise op: %zu ops in %zu kernels, PTX %zu KiB (build "
+              "%.0f ms, lower to PTX %.0f ms), cubin %zu KiB\n",
+              all.covered.size(), specs.size(), m.ptx.size() / 1024, m.timings.build_ms,
+              m.timings.lower_ms, cubin.image.size() / 1024);
+  EXPECT_GE(all.covered.size(), 40u);
+}
+
+// ---- launch geometry ----
+
+TEST(CudaCodegen, ElementwiseLaunchFillsTheGpuAndStridesOverTheRest) {
+  PtxKernel k{"k", KernelKind::Elementwise, 2, 2};
+  const std::vector<int64_t> small = {3, 5}, large = {1 << 20, 256};
+  LaunchGeometry g = launch_geometry(k, small, 132);
+  EXPECT_EQ(g.block, 256);
+  EXPECT_EQ(g.grid, 1);
+  g = launch_geometry(k, large, 132);
+  EXPECT_EQ(g.block, 256);
+  EXPECT_EQ(g.grid, 8 * 132);
+  const std::vector<int64_t> empty = {0, 7};
+  EXPECT_EQ(launch_geometry(k, empty, 132).grid, 1);
+}
+
+TEST(CudaCodegen, RowLaunchGivesEachRowABlockOfWholeWarps) {
+  PtxKernel k{"k", KernelKind::Rows, 2, 3};
+  const std::vector<int64_t> narrow = {2, 3, 5}, wide = {16384, 1, 4096}, mid = {4, 1, 100};
+  LaunchGeometry g = launch_geometry(k, narrow, 132);
+  EXPECT_EQ(g.block, 32);
+  EXPECT_EQ(g.grid, 6);
+  g = launch_geometry(k, wide, 132);
+  EXPECT_EQ(g.block, 1024);
+  EXPECT_EQ(g.grid, 8 * 132);
+  EXPECT_EQ(launch_geometry(k, mid, 132).block, 128);
+}
+
+TEST(CudaCodegen, LaunchGeometryRejectsWrongDims) {
+  PtxKernel k{"fused_3", KernelKind::Elementwise, 2, 2};
+  const std::vector<int64_t> one = {5}, negative = {5, -1}, ok = {5, 5};
+  expect_error([&] { launch_geometry(k, one, 132); },
+               {"kernel 'fused_3': expected 2 iteration dims to launch it over, found 1"});
+  expect_error([&] { launch_geometry(k, negative, 132); },
+               {"expected every iteration dim known and non-negative, found -1"});
+  expect_error([&] { launch_geometry(k, ok, 0); },
+               {"expected the GPU's multiprocessor count, found 0"});
+}
+
+// ---- errors ----
+
+TEST(CudaCodegen, SpecErrorsNameTheGeneratorKernelAndOp) {
+  REQUIRE_TOOLKIT();
+  // (Built directly: float16 arithmetic does not even verify.)
+  Case c = build_case({type(DType::Float16, {8})}, {type(DType::Float32, {8})},
+                      [](ir::Graph& r, std::vector<ir::Value*> a) {
+                        ops::CastAttrs to_f32;
+                        return std::vector<ir::Value*>{
+                            r.add_node(ops::cast, to_f32, {a[0]}, {type(DType::Float32, {8})})
+                                ->outputs[0]};
+                      });
+  FusedKernelSpec spec = spec_of(c, "half_0");
+  expect_error([&] { compile_ptx({&spec, 1}); },
+               {"[cuda codegen] kernel 'half_0': region input 0 has dtype float16; expected "
+                "float32, float64, int32, int64 or bool",
+                "Fix: leave it out of the fusion group"});
+  Case ok = parse_case(cpu::codegen::testing::kFiveOpKernel);
+  std::vector<FusedKernelSpec> twice = {spec_of(ok, "k"), spec_of(ok, "k")};
+  expect_error([&] { compile_ptx(twice); },
+               {"[cuda codegen] expected unique kernel names, found 'k' twice"});
+}
+
+TEST(CudaCodegen, ModuleLookupNamesTheKernelsItHas) {
+  REQUIRE_TOOLKIT();
+  Case c = parse_case(cpu::codegen::testing::kFiveOpKernel);
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  PtxModule m = compile_ptx({&spec, 1});
+  EXPECT_EQ(m.kernel("fused_0").buffers, 6u);
+  expect_error([&] { m.kernel("fused_9"); },
+               {"expected a kernel named 'fused_9' in the PTX module, found only: fused_0"});
+}
+
+TEST(CudaCodegen, BadChipAndMissingLibdeviceAreReported) {
+  REQUIRE_TOOLKIT();
+  Case c = parse_case(cpu::codegen::testing::kFiveOpKernel);
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  PtxOptions chip;
+  chip.chip = "hopper";
+  expect_error([&] { compile_ptx({&spec, 1}, chip); },
+               {"expected a chip of the form sm_<compute capability> (sm_90 for H100/H200), "
+                "found 'hopper'"});
+  PtxOptions libdevice;
+  libdevice.libdevice = "/nonexistent/libdevice.10.bc";
+  expect_error([&] { compile_ptx({&spec, 1}, libdevice); },
+               {"expected libdevice's bitcode at '/nonexistent/libdevice.10.bc', found no such "
+                "file"});
+  // KILN_CUDA_HOME, when set, is the only toolkit root looked at.
+  EnvVar no_libdevice("KILN_LIBDEVICE", nullptr);
+  EnvVar no_toolkit("KILN_CUDA_HOME", "/nonexistent-cuda");
+  EXPECT_EQ(toolkit_root(), "");
+  expect_error([] { find_libdevice(); },
+               {"expected libdevice (the CUDA toolkit's math functions, libdevice.10.bc)",
+                "/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc",
+                "Fix: install the CUDA toolkit, or set KILN_CUDA_HOME"});
+}
+
+TEST(CudaCodegen, PtxasRejectionsCarryItsMessages) {
+  REQUIRE_TOOLKIT();
+  expect_error(
+      [] { assemble_cubin(".version 7.8\n.target sm_90\n.address_size 64\nnot ptx\n", "sm_90"); },
+      {"[cuda codegen] expected ptxas to assemble the PTX for sm_90, got exit status",
+       "syntax error"});
+  EnvVar no_ptxas("KILN_PTXAS", "/nonexistent/ptxas");
+  EXPECT_EQ(find_ptxas(), "");
+  expect_error([] { assemble_cubin("", "sm_90"); },
+               {"expected ptxas (the CUDA toolkit's PTX assembler) to assemble PTX for sm_90, "
+                "found none"});
+}
+
+}  // namespace
+}  // namespace kiln::cuda::codegen
