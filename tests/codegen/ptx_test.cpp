@@ -8,7 +8,12 @@
 // GPU: tests/gpu/device_check.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <memory>
+#include <random>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -17,9 +22,11 @@
 #include "codegen/op_cases.h"
 #include "kiln/cpu/exec/kernel_spec.h"
 #include "kiln/cpu/kernels/register.h"
+#include "kiln/cuda/codegen/emulation.h"
 #include "kiln/cuda/codegen/ptx.h"
 #include "kiln/cuda/codegen/toolkit.h"
 #include "kiln/error.h"
+#include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/elementwise.h"
 #include "test_util.h"
@@ -267,6 +274,171 @@ TEST(CudaCodegen, EveryElementwiseOpOnEveryDtypeAssemblesForSm90) {
               all.covered.size(), specs.size(), m.ptx.size() / 1024, m.timings.build_ms,
               m.timings.lower_ms, cubin.image.size() / 1024);
   EXPECT_GE(all.covered.size(), 40u);
+}
+
+// ---- the kernels' logic, run on the CPU (emulation.h) ----
+
+// Normal values with a spread that makes exp() and sums interesting.
+Tensor random_normal(IntList sizes, DType dtype, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 3.0);
+  std::vector<double> v(static_cast<size_t>(numel(sizes)));
+  for (double& x : v) x = normal(rng);
+  return cpu::codegen::testing::make_tensor(dtype, sizes, v);
+}
+
+// The flat sizes of `fused`'s iteration dims for the concrete shape it iterates over.
+std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList iteration) {
+  std::vector<int64_t> dims;
+  for (const std::vector<int>& group : cpu::exec::fused_dim_groups(fused)) {
+    int64_t size = 1;
+    for (int d : group) size *= iteration[static_cast<size_t>(d)];
+    dims.push_back(size);
+  }
+  return dims;
+}
+
+// Runs kernel `name` of `kernels` as `blocks` emulated blocks on `inputs` into outputs shaped
+// like `want`, and compares: NaN where want has NaN, infinities exact, else within
+// atol + rtol |want| (bit-exact at 0).
+void check_emulated(const EmulatedKernels& kernels, const std::string& name, const Case& c,
+                    const std::vector<Tensor>& inputs, const std::vector<Tensor>& want,
+                    IntList iteration, int64_t blocks, double rtol, double atol,
+                    const std::string& label) {
+  std::vector<void*> buffers;
+  for (const Tensor& t : inputs) buffers.push_back(t.raw_data());
+  std::vector<Tensor> got;
+  for (const Tensor& w : want) {
+    got.push_back(Tensor::empty(w.sizes(), w.dtype()));
+    buffers.push_back(got.back().raw_data());
+  }
+  kernels.run(name, buffers, runtime_dims(*c.fused, iteration), blocks);
+  for (size_t k = 0; k < want.size(); ++k) {
+    std::vector<double> g = got[k].to_vector<double>(), w = want[k].to_vector<double>();
+    int bad = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      bool ok;
+      if (std::isnan(w[i]) || std::isnan(g[i]))
+        ok = std::isnan(w[i]) && std::isnan(g[i]);
+      else if (std::isinf(w[i]))
+        ok = g[i] == w[i];
+      else
+        ok = std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+      if (!ok && bad++ < 3)
+        ADD_FAILURE() << label << " output " << k << " element " << i << ": got " << g[i]
+                      << ", want " << w[i];
+    }
+  }
+}
+
+TEST(CudaCodegen, EmulatedKernelsOfEveryElementwiseOpMatchTheEagerKernels) {
+  REQUIRE_TOOLKIT();
+  cpu::kernels::register_kernels();
+  cpu::codegen::testing::ElementwiseOpCases all = cpu::codegen::testing::every_elementwise_op_case();
+  std::vector<FusedKernelSpec> specs;
+  for (size_t i = 0; i < all.cases.size(); ++i)
+    specs.push_back(spec_of(all.cases[i].c, "op_" + std::to_string(i)));
+  std::unique_ptr<EmulatedKernels> kernels = emulate_on_cpu(specs);
+  for (size_t i = 0; i < all.cases.size(); ++i) {
+    const cpu::codegen::testing::OpCase& oc = all.cases[i];
+    // Three blocks: each element is reached by exactly one of them through the grid stride.
+    check_emulated(*kernels, specs[i].name, oc.c, oc.inputs, {oc.want}, oc.want.sizes(), 3,
+                   std::max(oc.tol.rtol, 1e-6), oc.tol.atol, oc.label);
+  }
+}
+
+TEST(CudaCodegen, EmulatedBroadcastsDynamicDimsAndSeveralOutputs) {
+  REQUIRE_TOOLKIT();
+  cpu::kernels::register_kernels();
+  Case c = parse_case(R"(graph g {
+  input %0 "x": float64[s0, 3, s1]
+  input %1 "w": float64[s0, 1, s1]
+  input %2 "b": float64[s1]
+  %3, %4: float64[s0, 3, s1], bool[s0, 3, s1] = fused(%0, %1, %2) {kind="elementwise"} {
+    region (%5: float64[s0, 3, s1], %6: float64[s0, 1, s1], %7: float64[s1]) {
+      %8: float64[s0, 3, s1] = mul(%5, %6) {}
+      %9: float64[s0, 3, s1] = add(%8, %7) {}
+      %10: float64[s0, 3, s1] = tanh(%9) {}
+      %11: bool[s0, 3, s1] = gt(%10, %5) {}
+      yield %10, %11
+    }
+  }
+  return %3, %4
+})");
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  std::unique_ptr<EmulatedKernels> kernels = emulate_on_cpu({&spec, 1});
+  std::vector<Tensor> inputs = {random_normal({4, 3, 7}, DType::Float64, 1),
+                                random_normal({4, 1, 7}, DType::Float64, 2),
+                                random_normal({7}, DType::Float64, 3)};
+  std::vector<Tensor> want = interp::Executable(c.graph).run(inputs);
+  for (int64_t blocks : {1, 5, 200})  // fewer, more and many more blocks than elements / 1
+    check_emulated(*kernels, "fused_0", c, inputs, want, {4, 3, 7}, blocks, 1e-15, 0,
+                   "blocks " + std::to_string(blocks));
+}
+
+TEST(CudaCodegen, EmulatedRowKernelsMatchTheReference) {
+  REQUIRE_TOOLKIT();
+  cpu::kernels::register_kernels();
+  struct RowCase {
+    Case c;
+    std::vector<Tensor> inputs;
+    Shape iteration;
+  };
+  std::vector<RowCase> cases;
+  cases.push_back({parse_case(softmax_ir("s0", "37", "float32")),
+                   {random_normal({9, 37}, DType::Float32, 4)},
+                   {9, 37}});
+  cases.push_back({parse_case(softmax_ir("6", "300", "float64")),
+                   {random_normal({6, 300}, DType::Float64, 5)},
+                   {6, 300}});
+  cases.push_back({parse_case(R"(graph g {
+  input %0 "x": float32[3, 5, 100]
+  input %1 "w": float32[3, 1, 100]
+  %2, %3, %4: float32[3, 5, 1], float32[3, 5, 1], float32[3, 5, 100] = fused(%0, %1) {kind="row"} {
+    region (%5: float32[3, 5, 100], %6: float32[3, 1, 100]) {
+      %7: float32[3, 5, 100] = mul(%5, %6) {}
+      %8: float32[3, 5, 100] = relu(%7) {}
+      %9: float32[3, 5, 1] = sum(%8) {dims=[2], keepdim=true}
+      %10: float32[3, 5, 1] = amin(%5) {dims=[2], keepdim=true}
+      %11: float32[3, 5, 100] = sub(%7, %10) {}
+      yield %9, %10, %11
+    }
+  }
+  return %2, %3, %4
+})"),
+                   {random_normal({3, 5, 100}, DType::Float32, 6),
+                    random_normal({3, 1, 100}, DType::Float32, 7)},
+                   {3, 5, 100}});
+  // A NaN in a row: its max, sum and softmax are NaN, the other rows are not touched.
+  static_cast<float*>(cases[0].inputs[0].raw_data())[37 * 4 + 11] =
+      std::numeric_limits<float>::quiet_NaN();
+  std::vector<FusedKernelSpec> specs;
+  for (size_t i = 0; i < cases.size(); ++i)
+    specs.push_back(spec_of(cases[i].c, "row_" + std::to_string(i)));
+  std::unique_ptr<EmulatedKernels> kernels = emulate_on_cpu(specs);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::vector<Tensor> want = interp::Executable(cases[i].c.graph).run(cases[i].inputs);
+    for (int64_t blocks : {1, 4})
+      check_emulated(*kernels, specs[i].name, cases[i].c, cases[i].inputs, want,
+                     cases[i].iteration, blocks, 1e-5, 1e-6,
+                     specs[i].name + " blocks " + std::to_string(blocks));
+  }
+}
+
+TEST(CudaCodegen, EmulatedKernelsRejectWrongCalls) {
+  REQUIRE_TOOLKIT();
+  Case c = parse_case(cpu::codegen::testing::kFiveOpKernel);
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  std::unique_ptr<EmulatedKernels> kernels = emulate_on_cpu({&spec, 1});
+  std::vector<void*> two(2, nullptr);
+  const std::vector<int64_t> dims = {4};
+  expect_error([&] { kernels->run("fused_1", two, dims, 1); },
+               {"expected an emulated kernel named 'fused_1'"});
+  expect_error([&] { kernels->run("fused_0", two, dims, 1); },
+               {"emulated kernel 'fused_0': expected 6 buffers and 1 dims, found 2 and 1"});
+  std::vector<void*> six(6, nullptr);
+  expect_error([&] { kernels->run("fused_0", six, dims, 0); },
+               {"expected at least one block, found 0"});
 }
 
 // ---- launch geometry ----

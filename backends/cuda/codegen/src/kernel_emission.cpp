@@ -14,6 +14,7 @@
 #include "kernel_emission.h"
 #include "kiln/error.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -22,8 +23,8 @@
 namespace kiln::cuda::codegen::detail {
 
 void register_emission_dialects(mlir::DialectRegistry& registry) {
-  registry.insert<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::scf::SCFDialect,
-                  mlir::LLVM::LLVMDialect>();
+  registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect, mlir::gpu::GPUDialect,
+                  mlir::scf::SCFDialect, mlir::LLVM::LLVMDialect>();
 }
 
 void emit_kernel(mlir::ModuleOp module, mlir::Block* gpu_module_body,
@@ -31,10 +32,13 @@ void emit_kernel(mlir::ModuleOp module, mlir::Block* gpu_module_body,
   KernelEmitter(module, gpu_module_body, spec).emit();
 }
 
+void emit_emulated_kernel(mlir::ModuleOp module, const cpu::exec::FusedKernelSpec& spec) {
+  KernelEmitter(module, nullptr, spec).emit();
+}
+
 void KernelEmitter::emit() {
   const ir::Graph& region = *spec_.region;
   sb_.set_context(spec_.name, nullptr);
-  mlir::Location loc = sb_.loc();
   ptr_ = mlir::LLVM::LLVMPointerType::get(b_.getContext());
   n_in_ = region.inputs().size();
   const size_t n_out = region.outputs().size();
@@ -42,13 +46,7 @@ void KernelEmitter::emit() {
   std::vector<mlir::Type> params(n_in_ + n_out, ptr_);
   params.insert(params.end(), rank, b_.getI64Type());
 
-  b_.setInsertionPoint(gpu_module_body_->getTerminator());
-  auto fn = b_.create<mlir::gpu::GPUFuncOp>(loc, spec_.name, b_.getFunctionType(params, {}));
-  fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
-  entry_ = &fn.getBody().front();
-  b_.setInsertionPointToStart(entry_);
-  b_.create<mlir::gpu::ReturnOp>(loc);
-  b_.setInsertionPointToStart(entry_);
+  entry_ = emit_function(params);
 
   for (size_t k = 0; k < n_in_ + n_out; ++k) buffers_.push_back(entry_->getArgument(k));
   for (size_t d = 0; d < rank; ++d)
@@ -73,6 +71,29 @@ void KernelEmitter::emit() {
     emit_elementwise();
 }
 
+mlir::Block* KernelEmitter::emit_function(const std::vector<mlir::Type>& params) {
+  mlir::Location loc = sb_.loc();
+  mlir::Block* entry = nullptr;
+  if (emulated()) {
+    std::vector<mlir::Type> with_grid = params;
+    with_grid.insert(with_grid.end(), 2, b_.getI64Type());  // this block, the grid's blocks
+    b_.setInsertionPointToEnd(module_.getBody());
+    auto fn = b_.create<mlir::func::FuncOp>(loc, spec_.name, b_.getFunctionType(with_grid, {}));
+    entry = fn.addEntryBlock();
+    b_.setInsertionPointToStart(entry);
+    b_.create<mlir::func::ReturnOp>(loc);
+  } else {
+    b_.setInsertionPoint(gpu_module_body_->getTerminator());
+    auto fn = b_.create<mlir::gpu::GPUFuncOp>(loc, spec_.name, b_.getFunctionType(params, {}));
+    fn->setAttr(mlir::gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
+    entry = &fn.getBody().front();
+    b_.setInsertionPointToStart(entry);
+    b_.create<mlir::gpu::ReturnOp>(loc);
+  }
+  b_.setInsertionPointToStart(entry);
+  return entry;
+}
+
 // for (i = global thread; i < every element; i += the grid's threads): the region at i.
 void KernelEmitter::emit_elementwise() {
   const ir::Graph& region = *spec_.region;
@@ -95,19 +116,25 @@ mlir::Value KernelEmitter::global_thread() {
 mlir::Value KernelEmitter::grid_threads() { return muli(grid_size(), block_size()); }
 
 // The ids as int64 (the gpu dialect's are `index`, 64 bits wide after the NVVM conversion).
+// Emulated: thread 0 of a one-thread block, the block and the grid's size from the last two
+// parameters.
 mlir::Value KernelEmitter::thread_in_block() {
+  if (emulated()) return index(0);
   mlir::Value id = b_.create<mlir::gpu::ThreadIdOp>(sb_.loc(), mlir::gpu::Dimension::x);
   return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), id);
 }
 mlir::Value KernelEmitter::block_size() {
+  if (emulated()) return index(1);
   mlir::Value v = b_.create<mlir::gpu::BlockDimOp>(sb_.loc(), mlir::gpu::Dimension::x);
   return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), v);
 }
 mlir::Value KernelEmitter::block_in_grid() {
+  if (emulated()) return entry_->getArgument(entry_->getNumArguments() - 2);
   mlir::Value v = b_.create<mlir::gpu::BlockIdOp>(sb_.loc(), mlir::gpu::Dimension::x);
   return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), v);
 }
 mlir::Value KernelEmitter::grid_size() {
+  if (emulated()) return entry_->getArgument(entry_->getNumArguments() - 1);
   mlir::Value v = b_.create<mlir::gpu::GridDimOp>(sb_.loc(), mlir::gpu::Dimension::x);
   return b_.create<mlir::arith::IndexCastOp>(sb_.loc(), b_.getI64Type(), v);
 }

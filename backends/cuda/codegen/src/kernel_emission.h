@@ -22,7 +22,7 @@ class DialectRegistry;
 
 namespace kiln::cuda::codegen::detail {
 
-// The dialects the emitters make ops of (gpu, scf, arith, llvm).
+// The dialects the emitters make ops of (gpu, func, scf, arith, llvm).
 void register_emission_dialects(mlir::DialectRegistry& registry);
 
 // Appends the kernel of `spec` to the gpu.module whose body is `gpu_module_body` (inside
@@ -30,13 +30,21 @@ void register_emission_dialects(mlir::DialectRegistry& registry);
 void emit_kernel(mlir::ModuleOp module, mlir::Block* gpu_module_body,
                  const cpu::exec::FusedKernelSpec& spec);
 
+// The same kernel for the CPU (emulation.h): func.func @name(ptr x buffers, i64 x dims,
+// i64 block, i64 blocks), appended to `module`. It is the GPU kernel as one thread of one
+// block of a grid of one-thread blocks would run it: the same loops, offsets and bodies, with
+// the thread index 0, the block size 1, and each block-wide reduction that thread's own value.
+void emit_emulated_kernel(mlir::ModuleOp module, const cpu::exec::FusedKernelSpec& spec);
+
 class KernelEmitter {
   using ValueMap = std::unordered_map<const ir::Value*, ScalarValue>;
 
  public:
+  // gpu_module_body null: the emulated kernel, a func.func at the end of `module`.
   KernelEmitter(mlir::ModuleOp module, mlir::Block* gpu_module_body,
                 const cpu::exec::FusedKernelSpec& spec)
       : spec_(spec),
+        module_(module),
         gpu_module_body_(gpu_module_body),
         b_(module.getContext()),
         sb_(b_, module, codegen_common::MathLibrary::Libdevice, "cuda codegen") {}
@@ -53,6 +61,8 @@ class KernelEmitter {
   };
 
   // ---- kernel_emission.cpp: elementwise kernels and what every kernel uses
+  // The kernel's function and its entry block (a gpu.func, or the emulated func.func).
+  mlir::Block* emit_function(const std::vector<mlir::Type>& params);
   void emit_elementwise();
   // The global index of this thread (block * block_dim + thread), and the grid's threads.
   mlir::Value global_thread();
@@ -88,7 +98,9 @@ class KernelEmitter {
   ScalarValue evaluate(const ir::Value* v, RowPoint& point);
 
   const cpu::exec::FusedKernelSpec& spec_;
-  mlir::Block* gpu_module_body_;
+  mlir::ModuleOp module_;
+  mlir::Block* gpu_module_body_;  // null when emulating
+  bool emulated() const { return gpu_module_body_ == nullptr; }
   mlir::OpBuilder b_;
   codegen_common::MlirScalarBuilder sb_;
   mlir::Type ptr_;

@@ -121,6 +121,7 @@ ScalarValue KernelEmitter::emit_reduction(const ir::Node& node, ScalarOp kind,
                                     : b_.create<mlir::arith::MinimumFOp>(loc, acc, x).getResult();
         return std::vector<mlir::Value>{next};
       });
+  if (emulated()) return sb_.wrap(own[0], t);  // a one-thread block: its own value
   using mlir::gpu::AllReduceOperation;
   AllReduceOperation op = kind == ScalarOp::Add   ? AllReduceOperation::ADD
                           : kind == ScalarOp::Max ? AllReduceOperation::MAXIMUMF
