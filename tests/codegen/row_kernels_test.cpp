@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/row_cases.h"
 #include "kiln/cpu/codegen/kernels.h"
 #include "kiln/cpu/kernels/register.h"
 #include "kiln/dispatch.h"
@@ -22,6 +23,8 @@
 
 namespace kiln::cpu::codegen {
 namespace {
+
+using testing::softmax_ir;
 
 const ir::Node* fused_node(const ir::Graph& g) {
   for (const auto& node : g.nodes())
@@ -110,18 +113,6 @@ void check_row_kernel(std::string_view ir_text, const std::vector<Tensor>& input
   }
 }
 
-// softmax(x) over the last dim of float32[R, C], decomposed, as one row group.
-std::string softmax_ir(const std::string& rows, const std::string& cols,
-                       const std::string& dtype = "float32") {
-  const std::string full = dtype + "[" + rows + ", " + cols + "]";
-  const std::string per_row = dtype + "[" + rows + ", 1]";
-  return "graph g {\n  input %0 \"x\": " + full + "\n  %1: " + full +
-         " = fused(%0) {kind=\"row\"} {\n    region (%2: " + full + ") {\n      %3: " + per_row +
-         " = amax(%2) {dims=[1], keepdim=true}\n      %4: " + full +
-         " = sub(%2, %3) {}\n      %5: " + full + " = exp(%4) {}\n      %6: " + per_row +
-         " = sum(%5) {dims=[1], keepdim=true}\n      %7: " + full +
-         " = div(%5, %6) {}\n      yield %7\n    }\n  }\n  return %1\n}";
-}
 
 // ---- iteration spaces ----
 
@@ -258,30 +249,7 @@ TEST(CodegenRowKernels, SoftmaxOfInfinitiesAndNaNsMatchesTheReference) {
 }
 
 TEST(CodegenRowKernels, LayerNormWithWeightBiasAndStatistics) {
-  check_row_kernel(R"(graph g {
-  input %0 "x": float32[33, 96]
-  input %1 "w": float32[96]
-  input %2 "b": float32[96]
-  input %3 "n": float32[]
-  input %4 "eps": float32[]
-  %5, %6, %7: float32[33, 96], float32[33, 1], float32[33, 1] = fused(%0, %1, %2, %3, %4) {kind="row"} {
-    region (%8: float32[33, 96], %9: float32[96], %10: float32[96], %11: float32[], %12: float32[]) {
-      %13: float32[33, 1] = sum(%8) {dims=[1], keepdim=true}
-      %14: float32[33, 1] = div(%13, %11) {}
-      %15: float32[33, 96] = sub(%8, %14) {}
-      %16: float32[33, 96] = mul(%15, %15) {}
-      %17: float32[33, 1] = sum(%16) {dims=[1], keepdim=true}
-      %18: float32[33, 1] = div(%17, %11) {}
-      %19: float32[33, 1] = add(%18, %12) {}
-      %20: float32[33, 1] = rsqrt(%19) {}
-      %21: float32[33, 96] = mul(%15, %20) {}
-      %22: float32[33, 96] = mul(%21, %9) {}
-      %23: float32[33, 96] = add(%22, %10) {}
-      yield %23, %14, %20
-    }
-  }
-  return %5, %6, %7
-})",
+  check_row_kernel(testing::kLayerNormRows,
                    {random_tensor(DType::Float32, {33, 96}, 5),
                     random_tensor(DType::Float32, {96}, 6), random_tensor(DType::Float32, {96}, 7),
                     scalar(96.0, DType::Float32), scalar(1e-5, DType::Float32)},
@@ -295,40 +263,13 @@ TEST(CodegenRowKernels, ReductionsOfProducersWithPerRowResultsOnly) {
   // middle dim; amax/amin propagate NaN.
   Tensor x = random_tensor(DType::Float32, {3, 5, 1000}, 8);
   static_cast<float*>(x.raw_data())[1000 * 7 + 13] = std::numeric_limits<float>::quiet_NaN();
-  check_row_kernel(R"(graph g {
-  input %0 "x": float32[3, 5, 1000]
-  input %1 "w": float32[3, 1, 1000]
-  %2, %3: float32[3, 5, 1], float32[3, 5, 1] = fused(%0, %1) {kind="row"} {
-    region (%4: float32[3, 5, 1000], %5: float32[3, 1, 1000]) {
-      %6: float32[3, 5, 1000] = mul(%4, %5) {}
-      %7: float32[3, 5, 1000] = relu(%6) {}
-      %8: float32[3, 5, 1] = sum(%7) {dims=[2], keepdim=true}
-      %9: float32[3, 5, 1] = amin(%4) {dims=[2], keepdim=true}
-      yield %8, %9
-    }
-  }
-  return %2, %3
-})",
+  check_row_kernel(testing::kReductions3d,
                    {x, random_tensor(DType::Float32, {3, 1, 1000}, 9)}, {3, 5, 1000}, 1e-5, 2);
 }
 
 TEST(CodegenRowKernels, LogSoftmaxOfRowsOfOneElement) {
   // A last dim of size 1: every value is per row, the per-element output is written from it.
-  check_row_kernel(R"(graph g {
-  input %0 "x": float32[7, 1]
-  %1: float32[7, 1] = fused(%0) {kind="row"} {
-    region (%2: float32[7, 1]) {
-      %3: float32[7, 1] = amax(%2) {dims=[1], keepdim=true}
-      %4: float32[7, 1] = sub(%2, %3) {}
-      %5: float32[7, 1] = exp(%4) {}
-      %6: float32[7, 1] = sum(%5) {dims=[1], keepdim=true}
-      %7: float32[7, 1] = log(%6) {}
-      %8: float32[7, 1] = sub(%4, %7) {}
-      yield %8
-    }
-  }
-  return %1
-})",
+  check_row_kernel(testing::kLogSoftmaxRowsOfOne,
                    {random_tensor(DType::Float32, {7, 1}, 10)}, {7, 1}, 0);
 }
 
