@@ -7,20 +7,23 @@
 // and every error the generator and the toolkit helpers report. Running the kernels needs a
 // GPU: tests/gpu/device_check.sh.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <random>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "codegen/five_op_kernel.h"
 #include "codegen/op_cases.h"
 #include "codegen/row_cases.h"
+#include "cuda/kernel_bundle.h"
 #include "kiln/cpu/exec/kernel_spec.h"
 #include "kiln/cpu/kernels/register.h"
 #include "kiln/cuda/codegen/emulation.h"
@@ -30,6 +33,7 @@
 #include "kiln/interp/interp.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/serialize/safetensors.h"
 #include "test_util.h"
 
 namespace kiln::cuda::codegen {
@@ -90,7 +94,7 @@ TEST(CudaCodegen, ElementwiseKernelIsAGridStrideLoopOverDenseBuffers) {
   FusedKernelSpec spec = spec_of(c, "fused_0");
   PtxModule m = compile_and_assemble({spec});
   ASSERT_EQ(m.kernels.size(), 1u);
-  EXPECT_EQ(m.kernels[0].kind, KernelKind::Elementwise);
+  EXPECT_EQ(m.kernels[0].kind, FusedKernelKind::Elementwise);
   EXPECT_EQ(m.kernels[0].buffers, 6u);  // x, a, b, c, d, the output
   EXPECT_EQ(m.kernels[0].dims, 1u);
   const std::string& ir = m.mlir_text;
@@ -167,7 +171,7 @@ TEST(CudaCodegen, RowKernelsReduceAcrossTheBlock) {
   FusedKernelSpec spec = spec_of(c, "softmax");
   ASSERT_TRUE(spec.rows);
   PtxModule m = compile_and_assemble({spec});
-  EXPECT_EQ(m.kernels[0].kind, KernelKind::Rows);
+  EXPECT_EQ(m.kernels[0].kind, FusedKernelKind::Rows);
   const std::string& ir = m.mlir_text;
   EXPECT_EQ(count(ir, "gpu.all_reduce  maximumf"), 1u) << ir;
   EXPECT_EQ(count(ir, "gpu.all_reduce  add"), 1u) << ir;
@@ -382,42 +386,110 @@ TEST(CudaCodegen, EmulatedKernelsRejectWrongCalls) {
                {"expected at least one block, found 0"});
 }
 
-// ---- launch geometry ----
+// ---- the bundle tests/gpu/device_check.sh runs on a GPU ----
 
-TEST(CudaCodegen, ElementwiseLaunchFillsTheGpuAndStridesOverTheRest) {
-  PtxKernel k{"k", KernelKind::Elementwise, 2, 2};
-  const std::vector<int64_t> small = {3, 5}, large = {1 << 20, 256};
-  LaunchGeometry g = launch_geometry(k, small, 132);
-  EXPECT_EQ(g.block, 256);
-  EXPECT_EQ(g.grid, 1);
-  g = launch_geometry(k, large, 132);
-  EXPECT_EQ(g.block, 256);
-  EXPECT_EQ(g.grid, 8 * 132);
-  const std::vector<int64_t> empty = {0, 7};
-  EXPECT_EQ(launch_geometry(k, empty, 132).grid, 1);
+// What the GPU's results may differ by from the CPU's: libdevice's functions (within 2 ulp),
+// FMA contraction (NVPTX fuses a * b + c, the eager kernels do not) and sums in another order.
+// A wrong offset, broadcast or reduction is far outside these.
+void gpu_tolerance(DType t, double& rtol, double& atol) {
+  if (t == DType::Float32) rtol = std::max(rtol, 1e-5), atol = std::max(atol, 1e-5);
+  if (t == DType::Float64) rtol = std::max(rtol, 1e-12), atol = std::max(atol, 1e-12);
 }
 
-TEST(CudaCodegen, RowLaunchGivesEachRowABlockOfWholeWarps) {
-  PtxKernel k{"k", KernelKind::Rows, 2, 3};
-  const std::vector<int64_t> narrow = {2, 3, 5}, wide = {16384, 1, 4096}, mid = {4, 1, 100};
-  LaunchGeometry g = launch_geometry(k, narrow, 132);
-  EXPECT_EQ(g.block, 32);
-  EXPECT_EQ(g.grid, 6);
-  g = launch_geometry(k, wide, 132);
-  EXPECT_EQ(g.block, 1024);
-  EXPECT_EQ(g.grid, 8 * 132);
-  EXPECT_EQ(launch_geometry(k, mid, 132).block, 128);
-}
+TEST(CudaCodegen, WritesTheGpuKernelBundle) {
+  REQUIRE_TOOLKIT();
+  cpu::kernels::register_kernels();
+  struct Entry {
+    Case c;
+    FusedKernelSpec spec;
+    std::vector<Tensor> inputs, want;
+    Shape iteration;
+    double rtol = 0, atol = 0;
+  };
+  std::vector<Entry> entries;
+  auto add = [&](Case c, std::vector<Tensor> inputs, Shape iteration, double rtol, double atol) {
+    Entry e{c, spec_of(c, "k" + std::to_string(entries.size())), inputs,
+            interp::Executable(c.graph).run(inputs), iteration, rtol, atol};
+    for (const Tensor& w : e.want) gpu_tolerance(w.dtype(), e.rtol, e.atol);
+    entries.push_back(std::move(e));
+  };
+  for (const cpu::codegen::testing::OpCase& oc : cpu::codegen::testing::every_elementwise_op_case().cases)
+    add(oc.c, oc.inputs, oc.want.sizes(), oc.tol.rtol, oc.tol.atol);
+  // Many blocks through the grid-stride loop, a 3-D broadcast, rows of 4096 and of 37 with a
+  // NaN, and layer_norm's statistics.
+  add(parse_case(cpu::codegen::testing::kFiveOpKernel),
+      {random_normal({300000}, DType::Float32, 11), random_normal({}, DType::Float32, 12),
+       random_normal({}, DType::Float32, 13), random_normal({}, DType::Float32, 14),
+       random_normal({}, DType::Float32, 15)},
+      {300000}, 0, 0);
+  Case broadcast = parse_case(R"(graph g {
+  input %0 "x": float32[40, 3, 70]
+  input %1 "w": float32[40, 1, 70]
+  %2: float32[40, 3, 70] = fused(%0, %1) {kind="elementwise"} {
+    region (%3: float32[40, 3, 70], %4: float32[40, 1, 70]) {
+      %5: float32[40, 3, 70] = mul(%3, %4) {}
+      yield %5
+    }
+  }
+  return %2
+})");
+  add(broadcast, {random_normal({40, 3, 70}, DType::Float32, 16), random_normal({40, 1, 70}, DType::Float32, 17)},
+      {40, 3, 70}, 0, 0);
+  add(parse_case(softmax_ir("32", "4096", "float32")), {random_normal({32, 4096}, DType::Float32, 18)},
+      {32, 4096}, 1e-5, 1e-7);
+  Tensor with_nan = random_normal({9, 37}, DType::Float32, 19);
+  static_cast<float*>(with_nan.raw_data())[37 * 4 + 11] = std::numeric_limits<float>::quiet_NaN();
+  add(parse_case(softmax_ir("9", "37", "float64")), {random_normal({9, 37}, DType::Float64, 20)},
+      {9, 37}, 1e-12, 1e-15);
+  add(parse_case(softmax_ir("s0", "37", "float32")), {with_nan}, {9, 37}, 1e-5, 1e-7);
+  Tensor n = Tensor::empty({}, DType::Float32), eps = Tensor::empty({}, DType::Float32);
+  *static_cast<float*>(n.raw_data()) = 96;
+  *static_cast<float*>(eps.raw_data()) = 1e-5f;
+  add(parse_case(cpu::codegen::testing::kLayerNormRows),
+      {random_normal({33, 96}, DType::Float32, 21), random_normal({96}, DType::Float32, 22),
+       random_normal({96}, DType::Float32, 23), n, eps},
+      {33, 96}, 1e-4, 1e-4);
+  add(parse_case(cpu::codegen::testing::kReductions3d),
+      {random_normal({3, 5, 1000}, DType::Float32, 24), random_normal({3, 1, 1000}, DType::Float32, 25)},
+      {3, 5, 1000}, 1e-4, 1e-4);
 
-TEST(CudaCodegen, LaunchGeometryRejectsWrongDims) {
-  PtxKernel k{"fused_3", KernelKind::Elementwise, 2, 2};
-  const std::vector<int64_t> one = {5}, negative = {5, -1}, ok = {5, 5};
-  expect_error([&] { launch_geometry(k, one, 132); },
-               {"kernel 'fused_3': expected 2 iteration dims to launch it over, found 1"});
-  expect_error([&] { launch_geometry(k, negative, 132); },
-               {"expected every iteration dim known and non-negative, found -1"});
-  expect_error([&] { launch_geometry(k, ok, 0); },
-               {"expected the GPU's multiprocessor count, found 0"});
+  std::vector<FusedKernelSpec> specs;
+  for (const Entry& e : entries) specs.push_back(e.spec);
+  PtxModule module = compile_ptx(specs);
+  NamedTensors tensors;
+  std::string lines;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Entry& e = entries[k];
+    cuda::testing::BundledKernel bundled{module.kernel(e.spec.name),
+                                         runtime_dims(*e.c.fused, e.iteration), e.inputs.size(),
+                                         e.rtol, e.atol};
+    ASSERT_EQ(bundled.info.buffers, e.inputs.size() + e.want.size());
+    lines += cuda::testing::bundle_line(bundled);
+    for (size_t i = 0; i < e.inputs.size(); ++i)
+      tensors.emplace_back(e.spec.name + ".in" + std::to_string(i), e.inputs[i]);
+    for (size_t o = 0; o < e.want.size(); ++o)
+      tensors.emplace_back(e.spec.name + ".out" + std::to_string(o), e.want[o]);
+  }
+  const char* requested = std::getenv("KILN_GPU_KERNEL_BUNDLE");
+  std::string path = requested && *requested
+                         ? requested
+                         : (std::filesystem::temp_directory_path() /
+                            ("kiln-gpu-bundle-" + std::to_string(::getpid()) + ".safetensors"))
+                               .string();
+  save_safetensors(path, tensors, {{"ptx", module.ptx}, {"chip", module.chip}, {"kernels", lines}});
+  // What the GPU side reads back: every kernel line, and the tensors they name.
+  SafetensorsFile back = load_safetensors(path);
+  std::vector<cuda::testing::BundledKernel> parsed =
+      cuda::testing::parse_bundle_lines(back.metadata.at("kernels"));
+  ASSERT_EQ(parsed.size(), entries.size());
+  EXPECT_EQ(parsed.back().dims, runtime_dims(*entries.back().c.fused, entries.back().iteration));
+  EXPECT_EQ(parsed.back().info.kind, FusedKernelKind::Rows);
+  EXPECT_EQ(back.metadata.at("ptx"), module.ptx);
+  EXPECT_EQ(back.tensors.size(), tensors.size());
+  std::printf("[cuda codegen] GPU kernel bundle: %zu kernels, %zu tensors, %.1f MiB at %s\n",
+              entries.size(), tensors.size(),
+              static_cast<double>(std::filesystem::file_size(path)) / (1 << 20), path.c_str());
+  if (!(requested && *requested)) std::filesystem::remove(path);
 }
 
 // ---- errors ----

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks, in one call on a GPU machine (tests/gpu/prepare.sh made gpu-carry/ here
 # first; carry it). Writes to $OUT (default: ./gpu-out): results.txt (the machine, the driver,
-# every CUDA test's outcome) and gtest.json. Finishes in well under a minute today; as the
-# CUDA work grows it will run the GPU benchmarks and the PyTorch comparisons too (issue 17),
-# and stays under 5 minutes.
+# every CUDA test's outcome, the generated kernels' run against the CPU's results) and
+# gtest.json. Finishes in well under a minute today; as the CUDA work grows it will run the
+# GPU benchmarks and the PyTorch comparisons too (issue 17), and stays under 5 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-out}
@@ -18,6 +18,8 @@ if [ ! -x gpu-carry/kiln_eager_tests ]; then
   exit 1
 fi
 export LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The code generator's kernels (tests/cuda/fused_kernels_test.cpp runs them).
+export KILN_GPU_KERNEL_BUNDLE="$PWD/gpu-carry/kernels.safetensors"
 timeout 240 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*' --gtest_output="json:$OUT/gtest.json" \
   2>&1 | tee -a "$OUT/results.txt"
 status=${PIPESTATUS[0]}

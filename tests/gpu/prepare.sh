@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Prepares what tests/gpu/device_check.sh runs on a GPU machine, which has no LLVM/MLIR, no
-# network and none of kiln's Debian packages: the test binary of the build without the code
-# generator (./run.sh test --no-compiler builds it) and the shared libraries it needs that are
-# not part of the C runtime, copied into gpu-carry/ (ignored by git; carry it).
+# network and none of kiln's Debian packages, in gpu-carry/ (ignored by git; carry it):
+#   - the test binary of the build without the code generator (./run.sh test --no-compiler
+#     builds it) and the shared libraries it needs that are not part of the C runtime;
+#   - kernels.safetensors: the GPU code generator's kernels (PTX for sm_90) with their inputs
+#     and the CPU's results, written by the code generator's tests (./run.sh test builds
+#     them), which the binary runs on the GPU (tests/cuda/kernel_bundle.h).
 #
 #   tests/gpu/prepare.sh            # then carry gpu-carry/ and run tests/gpu/device_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 binary=build-eager/tests/kiln_eager_tests
 [ -x "$binary" ] || { echo "prepare.sh: $binary is missing; run ./run.sh test --no-compiler first" >&2; exit 1; }
+generator=build/tests/kiln_codegen_tests
+[ -x "$generator" ] || { echo "prepare.sh: $generator is missing; run ./run.sh test first" >&2; exit 1; }
 rm -rf gpu-carry && mkdir -p gpu-carry/lib
 cp "$binary" gpu-carry/
 strip gpu-carry/kiln_eager_tests
@@ -20,4 +25,7 @@ ldd "$binary" | awk '/=> \// {print $3}' | while read -r lib; do
     *) cp -L "$lib" gpu-carry/lib/ ;;
   esac
 done
+KILN_GPU_KERNEL_BUNDLE="$PWD/gpu-carry/kernels.safetensors" \
+  "$generator" --gtest_filter=CudaCodegen.WritesTheGpuKernelBundle --gtest_brief=1
+[ -s gpu-carry/kernels.safetensors ] || { echo "prepare.sh: the kernel bundle was not written" >&2; exit 1; }
 du -sh gpu-carry

@@ -1,6 +1,7 @@
 // The device queries of kiln/cuda/device.h, over the loaded driver (driver.h).
 #include "kiln/cuda/device.h"
 
+#include <cstdint>
 #include <mutex>
 
 #include "device_context.h"
@@ -90,6 +91,26 @@ void synchronize(int index) {
   const driver::Api& api = use_device(index);
   driver::check(api, api.cuCtxSynchronize(), "cuCtxSynchronize",
                 "an earlier kernel failed; rerun with CUDA_LAUNCH_BLOCKING=1 to find it.");
+}
+
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes, int index) {
+  const driver::Api& api = use_device(index);
+  driver::check(api,
+                api.cuMemcpyHtoD_v2(
+                    static_cast<driver::CUdeviceptr>(reinterpret_cast<uintptr_t>(device_dst)),
+                    host_src, bytes),
+                "cuMemcpyHtoD", "check that the destination is memory of this GPU.");
+}
+
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes, int index) {
+  const driver::Api& api = use_device(index);
+  driver::check(api,
+                api.cuMemcpyDtoH_v2(
+                    host_dst, static_cast<driver::CUdeviceptr>(reinterpret_cast<uintptr_t>(device_src)),
+                    bytes),
+                "cuMemcpyDtoH",
+                "check that the source is memory of this GPU; an earlier kernel may have failed "
+                "(rerun with CUDA_LAUNCH_BLOCKING=1 to find it).");
 }
 
 }  // namespace kiln::cuda

@@ -35,7 +35,10 @@ bool resolve_all(void* handle, Api& api, const std::string& library, std::string
          KILN_RESOLVE(cuMemAlloc_v2) && KILN_RESOLVE(cuMemFree_v2) &&
          KILN_RESOLVE(cuMemGetInfo_v2) && KILN_RESOLVE(cuEventCreate) &&
          KILN_RESOLVE(cuEventRecord) && KILN_RESOLVE(cuEventQuery) &&
-         KILN_RESOLVE(cuEventSynchronize) && KILN_RESOLVE(cuEventDestroy_v2);
+         KILN_RESOLVE(cuEventSynchronize) && KILN_RESOLVE(cuEventDestroy_v2) &&
+         KILN_RESOLVE(cuMemcpyHtoD_v2) && KILN_RESOLVE(cuMemcpyDtoH_v2) &&
+         KILN_RESOLVE(cuModuleLoadDataEx) && KILN_RESOLVE(cuModuleGetFunction) &&
+         KILN_RESOLVE(cuModuleUnload) && KILN_RESOLVE(cuLaunchKernel);
 #undef KILN_RESOLVE
 }
 

@@ -32,9 +32,9 @@ double ms_since(Clock::time_point start) {
 
 }  // namespace
 
-const PtxKernel& PtxModule::kernel(const std::string& name) const {
+const FusedKernelInfo& PtxModule::kernel(const std::string& name) const {
   std::string names;
-  for (const PtxKernel& k : kernels) {
+  for (const FusedKernelInfo& k : kernels) {
     if (k.name == name) return k;
     names += (names.empty() ? "" : ", ") + k.name;
   }
@@ -52,7 +52,7 @@ PtxModule compile_ptx(std::span<const cpu::exec::FusedKernelSpec> kernels,
     KILN_CHECK(unique_names.insert(spec.name).second,
                "[cuda codegen] expected unique kernel names, found '", spec.name,
                "' twice. Fix: number the kernels of a module (fused_0, fused_1, ...).");
-    result.kernels.push_back({spec.name, spec.rows ? KernelKind::Rows : KernelKind::Elementwise,
+    result.kernels.push_back({spec.name, spec.rows ? FusedKernelKind::Rows : FusedKernelKind::Elementwise,
                               spec.broadcast.size() + spec.output_per_row.size(),
                               spec.dims.size()});
   }

@@ -45,4 +45,9 @@ DeviceProperties get_device_properties(int index = 0);
 // Waits until all work queued on GPU `index` has run.
 void synchronize(int index = 0);
 
+// Copies `bytes` between host memory and memory of GPU `index` (kiln's device allocator's);
+// both wait for the copy (and, to the host, for the work queued before it).
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes, int index = 0);
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes, int index = 0);
+
 }  // namespace kiln::cuda

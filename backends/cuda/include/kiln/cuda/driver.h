@@ -18,6 +18,8 @@ using CUdeviceptr = unsigned long long;
 using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
 
 // The CUresult values kiln tells apart; every other one is reported by its name.
 constexpr CUresult kSuccess = 0;
@@ -33,6 +35,12 @@ constexpr int kAttrComputeCapabilityMinor = 76;
 
 // cuEventCreate flag: no timing data, so recording and querying stay cheap.
 constexpr unsigned kEventDisableTiming = 2;
+
+// CUjit_option values for cuModuleLoadDataEx: where the PTX compiler writes its messages.
+constexpr int kJitInfoLogBuffer = 3;
+constexpr int kJitInfoLogBufferSizeBytes = 4;
+constexpr int kJitErrorLogBuffer = 5;
+constexpr int kJitErrorLogBufferSizeBytes = 6;
 
 // The driver's entry points kiln calls, resolved by name from the loaded library.
 struct Api {
@@ -55,6 +63,16 @@ struct Api {
   CUresult (*cuEventQuery)(CUevent event);
   CUresult (*cuEventSynchronize)(CUevent event);
   CUresult (*cuEventDestroy_v2)(CUevent event);
+  CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr dst, const void* src, size_t bytes);
+  CUresult (*cuMemcpyDtoH_v2)(void* dst, CUdeviceptr src, size_t bytes);
+  CUresult (*cuModuleLoadDataEx)(CUmodule* module, const void* image, unsigned count,
+                                 int* options, void** values);
+  CUresult (*cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
+  CUresult (*cuModuleUnload)(CUmodule module);
+  CUresult (*cuLaunchKernel)(CUfunction function, unsigned grid_x, unsigned grid_y,
+                             unsigned grid_z, unsigned block_x, unsigned block_y,
+                             unsigned block_z, unsigned shared_bytes, CUstream stream,
+                             void** params, void** extra);
 };
 
 // The outcome of loading a driver library: the API when it loaded and cuInit succeeded,

@@ -4,9 +4,10 @@
 // the GPU it runs on (kiln/cuda/codegen/toolkit.h assembles it ahead of time with ptxas).
 // A plain C++ interface: no MLIR or LLVM type crosses it.
 //
-// Every kernel takes the same parameters, so one launcher serves all of them: the device
-// pointers of the region's inputs, then of its outputs (exec::FusedKernelSpec's layout, dense
-// row-major), then one int64 per iteration dim (every dim, static ones too).
+// Every kernel takes the same parameters, so one launcher (kiln/cuda/fused_kernels.h) serves
+// all of them: the device pointers of the region's inputs, then of its outputs
+// (exec::FusedKernelSpec's layout, dense row-major), then one int64 per iteration dim (every
+// dim, static ones too).
 //   elementwise kernels: a grid-stride loop over the flattened iteration space, one element
 //     per thread per step;
 //   row kernels: a grid-stride loop over rows, one block per row at a time; the block's threads
@@ -20,8 +21,12 @@
 #include <vector>
 
 #include "kiln/cpu/exec/kernel_spec.h"
+#include "kiln/cuda/fused_kernels.h"
 
 namespace kiln::cuda::codegen {
+
+using cuda::FusedKernelInfo;
+using cuda::FusedKernelKind;
 
 struct PtxOptions {
   // The architecture the PTX is generated for: "sm_90" (H100/H200). The driver compiles PTX
@@ -34,16 +39,6 @@ struct PtxOptions {
   std::string libdevice;
 };
 
-enum class KernelKind { Elementwise, Rows };
-
-// One kernel of a PtxModule and what launching it needs.
-struct PtxKernel {
-  std::string name;  // the PTX entry's name: the spec's
-  KernelKind kind = KernelKind::Elementwise;
-  size_t buffers = 0;  // pointer parameters: the region's inputs, then its outputs
-  size_t dims = 0;     // int64 parameters after them: the iteration dims
-};
-
 struct PtxTimings {
   double build_ms = 0;  // the MLIR context and the kernels' gpu dialect module
   double lower_ms = 0;  // MLIR passes to NVVM, LLVM's NVPTX back end, the PTX text
@@ -52,12 +47,12 @@ struct PtxTimings {
 struct PtxModule {
   std::string ptx;   // the PTX text of every kernel (no trailing NUL)
   std::string chip;  // what it targets ("sm_90")
-  std::vector<PtxKernel> kernels;
+  std::vector<FusedKernelInfo> kernels;  // how to launch each (kiln/cuda/fused_kernels.h)
   std::string mlir_text;  // empty unless PtxOptions::keep_ir
   PtxTimings timings;
 
   // The kernel named `name`; throws kiln::Error naming the kernels the module has.
-  const PtxKernel& kernel(const std::string& name) const;
+  const FusedKernelInfo& kernel(const std::string& name) const;
 };
 
 // Generates and lowers all `kernels` into one PTX module (LLVM runs once). Throws kiln::Error
@@ -66,18 +61,5 @@ struct PtxModule {
 // with MLIR's diagnostics if lowering fails.
 PtxModule compile_ptx(std::span<const cpu::exec::FusedKernelSpec> kernels,
                       const PtxOptions& options = {});
-
-// The grid of one launch: `block` threads per block, `grid` blocks.
-struct LaunchGeometry {
-  int64_t grid = 1;
-  int64_t block = 1;
-};
-
-// How to launch `kernel` over iteration dims `dims` on a GPU with `multiprocessors` SMs:
-// elementwise kernels run 256-thread blocks, enough of them to fill every SM several times
-// (the grid-stride loop covers the rest); row kernels one block per row up to the same
-// limit, with as many threads as the row has elements, rounded up to whole warps (32 to 1024).
-LaunchGeometry launch_geometry(const PtxKernel& kernel, std::span<const int64_t> dims,
-                               int multiprocessors);
 
 }  // namespace kiln::cuda::codegen

@@ -1,0 +1,81 @@
+// Generated kernels on a GPU: a PTX module (kiln/cuda/codegen/ptx.h makes one for the fusion
+// groups of a graph) loaded through the driver, and its kernels launched. This part needs no
+// code generator, so kiln_rt and a build without LLVM/MLIR can run kernels made elsewhere.
+//
+// Every generated kernel takes the same parameters: the device pointers of its fusion group's
+// inputs, then of its outputs (dense, row-major), then one int64 per iteration dim.
+//
+//   kiln::cuda::FusedKernelModule module(ptx, kernels);            // on GPU 0
+//   module.launch("fused_0", {x, a, b, out}, {n});                 // queued, returns at once
+//   kiln::cuda::synchronize();
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::cuda {
+
+enum class FusedKernelKind {
+  // A grid-stride loop over the flat iteration space, one element per thread per step.
+  Elementwise,
+  // A grid-stride loop over rows, one block per row at a time; the block's threads stride
+  // along the row and reduce it together.
+  Rows,
+};
+
+// One kernel of a module and what launching it needs.
+struct FusedKernelInfo {
+  std::string name;  // the PTX entry's name
+  FusedKernelKind kind = FusedKernelKind::Elementwise;
+  size_t buffers = 0;  // pointer parameters: the group's inputs, then its outputs
+  size_t dims = 0;     // int64 parameters after them: the iteration dims
+};
+
+// The grid of one launch: `block` threads per block, `grid` blocks.
+struct LaunchGeometry {
+  int64_t grid = 1;
+  int64_t block = 1;
+};
+
+// How to launch `kernel` over iteration dims `dims` on a GPU with `multiprocessors` SMs:
+// elementwise kernels run 256-thread blocks, enough of them to fill every SM several times
+// (the grid-stride loop covers the rest); row kernels one block per row up to the same
+// limit, with as many threads as the row has elements, rounded up to whole warps (32 to 1024).
+// Throws kiln::Error for a wrong number of dims, a negative dim or no multiprocessors.
+LaunchGeometry launch_geometry(const FusedKernelInfo& kernel, std::span<const int64_t> dims,
+                               int multiprocessors);
+
+// A PTX module loaded on one GPU. The driver compiles the PTX for that GPU when it is loaded.
+class FusedKernelModule {
+ public:
+  // Throws kiln::Error naming why there is no GPU, or with the driver's compiler log when it
+  // rejects the PTX (an architecture newer than the GPU's, say), or when a kernel in
+  // `kernels` is not in the PTX.
+  FusedKernelModule(const std::string& ptx, std::vector<FusedKernelInfo> kernels, int device = 0);
+  ~FusedKernelModule();
+  FusedKernelModule(const FusedKernelModule&) = delete;
+  FusedKernelModule& operator=(const FusedKernelModule&) = delete;
+
+  // The kernel named `name`; throws kiln::Error naming the kernels the module has.
+  const FusedKernelInfo& kernel(const std::string& name) const;
+  int device() const { return device_; }
+
+  // Queues kernel `name` over `dims` on the device's default stream, with launch_geometry's
+  // grid. `buffers`: device pointers, inputs then outputs. Checks the counts, that no pointer
+  // is null and every dim is known; returns before the kernel runs.
+  void launch(const std::string& name, std::span<void* const> buffers,
+              std::span<const int64_t> dims) const;
+
+ private:
+  struct Loaded;
+  std::unique_ptr<Loaded> loaded_;
+  std::vector<FusedKernelInfo> kernels_;
+  int device_ = 0;
+  int multiprocessors_ = 0;
+};
+
+}  // namespace kiln::cuda

@@ -1,0 +1,202 @@
+// Generated kernels on a GPU (kiln/cuda/fused_kernels.h): the launch geometry, which is plain
+// arithmetic; the module's errors; and, on a GPU, every kernel of the bundle the code
+// generator's tests write (tests/cuda/kernel_bundle.h) run and compared with the CPU's results.
+// Without a GPU the module tests skip with "no CUDA device"; without a bundle the bundle test
+// skips naming KILN_GPU_KERNEL_BUNDLE (tests/gpu/device_check.sh sets it).
+#include "kiln/cuda/fused_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/kernel_bundle.h"
+#include "kiln/cuda/caching_allocator.h"
+#include "kiln/cuda/device.h"
+#include "kiln/error.h"
+#include "kiln/serialize/safetensors.h"
+#include "kiln/tensor.h"
+#include "test_util.h"
+
+namespace kiln::cuda {
+namespace {
+
+#define REQUIRE_GPU()                                                         \
+  do {                                                                        \
+    if (!is_available()) GTEST_SKIP() << "no CUDA device: " << unavailable_reason(); \
+  } while (0)
+
+// ---- launch geometry ----
+
+
+TEST(CudaFusedKernels, ElementwiseLaunchFillsTheGpuAndStridesOverTheRest) {
+  FusedKernelInfo k{"k", FusedKernelKind::Elementwise, 2, 2};
+  const std::vector<int64_t> small = {3, 5}, large = {1 << 20, 256};
+  LaunchGeometry g = launch_geometry(k, small, 132);
+  EXPECT_EQ(g.block, 256);
+  EXPECT_EQ(g.grid, 1);
+  g = launch_geometry(k, large, 132);
+  EXPECT_EQ(g.block, 256);
+  EXPECT_EQ(g.grid, 8 * 132);
+  const std::vector<int64_t> empty = {0, 7};
+  EXPECT_EQ(launch_geometry(k, empty, 132).grid, 1);
+}
+
+TEST(CudaFusedKernels, RowLaunchGivesEachRowABlockOfWholeWarps) {
+  FusedKernelInfo k{"k", FusedKernelKind::Rows, 2, 3};
+  const std::vector<int64_t> narrow = {2, 3, 5}, wide = {16384, 1, 4096}, mid = {4, 1, 100};
+  LaunchGeometry g = launch_geometry(k, narrow, 132);
+  EXPECT_EQ(g.block, 32);
+  EXPECT_EQ(g.grid, 6);
+  g = launch_geometry(k, wide, 132);
+  EXPECT_EQ(g.block, 1024);
+  EXPECT_EQ(g.grid, 8 * 132);
+  EXPECT_EQ(launch_geometry(k, mid, 132).block, 128);
+}
+
+TEST(CudaFusedKernels, LaunchGeometryRejectsWrongDims) {
+  FusedKernelInfo k{"fused_3", FusedKernelKind::Elementwise, 2, 2};
+  const std::vector<int64_t> one = {5}, negative = {5, -1}, ok = {5, 5};
+  expect_error([&] { launch_geometry(k, one, 132); },
+               {"kernel 'fused_3': expected 2 iteration dims to launch it over, found 1"});
+  expect_error([&] { launch_geometry(k, negative, 132); },
+               {"expected every iteration dim known and non-negative, found -1"});
+  expect_error([&] { launch_geometry(k, ok, 0); },
+               {"expected the GPU's multiprocessor count, found 0"});
+}
+
+// ---- the module ----
+
+TEST(CudaFusedKernels, WithoutAGpuLoadingSaysWhy) {
+  if (is_available()) GTEST_SKIP() << "a GPU is here: the other tests load modules";
+  expect_error([] { FusedKernelModule m(".version 7.8\n", {}); },
+               {"[cuda] no CUDA device: ", unavailable_reason()});
+}
+
+TEST(CudaFusedKernels, BadPtxIsRefusedWithTheDriversLog) {
+  REQUIRE_GPU();
+  expect_error(
+      [] { FusedKernelModule m(".version 7.8\n.target sm_90\n.address_size 64\nnot ptx\n", {}); },
+      {"[cuda] expected the driver to load the PTX module on GPU 0", "CUDA_ERROR_INVALID_PTX",
+       "Fix: generate the PTX for this GPU's architecture"});
+}
+
+// An empty kernel of the generated kernels' parameters: one buffer, one dim.
+constexpr const char* kEmptyKernel = R"(.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry empty(.param .u64 p0, .param .u64 p1) { ret; }
+)";
+
+TEST(CudaFusedKernels, MissingKernelsAndWrongLaunchesAreRefused) {
+  REQUIRE_GPU();
+  expect_error([] { FusedKernelModule m(kEmptyKernel, {{"absent", FusedKernelKind::Elementwise, 1, 1}}); },
+               {"expected a kernel named 'absent' in the PTX module, got CUDA_ERROR_NOT_FOUND"});
+  FusedKernelModule m(kEmptyKernel, {{"empty", FusedKernelKind::Elementwise, 1, 1}});
+  std::vector<void*> none, null_buffer = {nullptr};
+  const std::vector<int64_t> dims = {4};
+  expect_error([&] { m.launch("other", none, dims); },
+               {"expected a kernel named 'other' in the module, found only: empty"});
+  expect_error([&] { m.launch("empty", none, dims); },
+               {"kernel 'empty': expected 1 device buffers (its inputs, then its outputs), found 0"});
+  expect_error([&] { m.launch("empty", null_buffer, dims); }, {"kernel 'empty': buffer 0 is null"});
+  void* buffer = device_allocator(0).allocate(16, 0);
+  std::vector<void*> one = {buffer};
+  m.launch("empty", one, dims);
+  synchronize(0);
+  device_allocator(0).deallocate(buffer);
+}
+
+// ---- the code generator's kernels on the GPU ----
+
+// Device memory of kiln's allocator for one tensor's bytes, freed at the end of the scope.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : ptr_(device_allocator(0).allocate(bytes == 0 ? 1 : bytes, 0)) {}
+  ~DeviceBuffer() { device_allocator(0).deallocate(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_;
+};
+
+// One bundled kernel's tensors: its inputs, then the CPU's results.
+std::vector<Tensor> bundled_tensors(const SafetensorsFile& bundle, const testing::BundledKernel& k) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < k.info.buffers; ++i) {
+    const bool input = i < k.inputs;
+    std::string name =
+        k.info.name + (input ? ".in" + std::to_string(i) : ".out" + std::to_string(i - k.inputs));
+    const Tensor* t = bundle.find(name);
+    KILN_CHECK(t != nullptr, "[gpu bundle] expected tensor '", name, "' for kernel '", k.info.name,
+               "', found none. Fix: rewrite the bundle with tests/gpu/prepare.sh.");
+    out.push_back(*t);
+  }
+  return out;
+}
+
+TEST(CudaFusedKernels, GeneratedKernelsMatchTheCpuOnTheGpu) {
+  const char* path = std::getenv("KILN_GPU_KERNEL_BUNDLE");
+  if (!path || !*path)
+    GTEST_SKIP() << "no kernel bundle: set KILN_GPU_KERNEL_BUNDLE to the file tests/gpu/prepare.sh "
+                    "writes (tests/gpu/device_check.sh does)";
+  // The bundle is read and checked whole first, so a bad one shows without a GPU too.
+  SafetensorsFile bundle = load_safetensors(path);
+  std::vector<testing::BundledKernel> kernels =
+      testing::parse_bundle_lines(bundle.metadata.at("kernels"));
+  ASSERT_FALSE(kernels.empty());
+  std::vector<FusedKernelInfo> infos;
+  std::vector<std::vector<Tensor>> hosts;
+  for (const testing::BundledKernel& k : kernels) {
+    infos.push_back(k.info);
+    hosts.push_back(bundled_tensors(bundle, k));
+  }
+  REQUIRE_GPU();
+  DeviceProperties props = get_device_properties(0);
+  FusedKernelModule module(bundle.metadata.at("ptx"), infos);
+  int failed_kernels = 0;
+  for (size_t n = 0; n < kernels.size(); ++n) {
+    const testing::BundledKernel& k = kernels[n];
+    const std::vector<Tensor>& host = hosts[n];
+    std::vector<std::unique_ptr<DeviceBuffer>> device;
+    std::vector<void*> pointers;
+    for (size_t i = 0; i < host.size(); ++i) {
+      device.push_back(std::make_unique<DeviceBuffer>(host[i].nbytes()));
+      pointers.push_back(device.back()->get());
+      if (i < k.inputs) copy_to_device(pointers.back(), host[i].raw_data(), host[i].nbytes());
+    }
+    module.launch(k.info.name, pointers, k.dims);
+    int bad = 0;
+    for (size_t o = k.inputs; o < host.size(); ++o) {
+      const Tensor& want_t = host[o];
+      Tensor got_t = Tensor::empty(want_t.sizes(), want_t.dtype());
+      copy_to_host(got_t.raw_data(), pointers[o], want_t.nbytes());
+      std::vector<double> got = got_t.to_vector<double>(), want = want_t.to_vector<double>();
+      for (size_t i = 0; i < got.size(); ++i) {
+        bool ok;
+        if (std::isnan(want[i]) || std::isnan(got[i]))
+          ok = std::isnan(want[i]) && std::isnan(got[i]);
+        else if (std::isinf(want[i]))
+          ok = got[i] == want[i];
+        else
+          ok = std::abs(got[i] - want[i]) <= k.atol + k.rtol * std::abs(want[i]);
+        if (!ok && bad++ < 3)
+          ADD_FAILURE() << k.info.name << " output " << o - k.inputs << " element " << i
+                        << ": got " << got[i] << ", want " << want[i];
+      }
+    }
+    failed_kernels += bad > 0;
+  }
+  std::printf("[gpu] %zu generated kernels (%s, PTX for %s) on %s: %d differ from the CPU\n",
+              kernels.size(), path, bundle.metadata.at("chip").c_str(), props.name.c_str(),
+              failed_kernels);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
