@@ -38,7 +38,12 @@ bool resolve_all(void* handle, Api& api, const std::string& library, std::string
          KILN_RESOLVE(cuEventSynchronize) && KILN_RESOLVE(cuEventDestroy_v2) &&
          KILN_RESOLVE(cuMemcpyHtoD_v2) && KILN_RESOLVE(cuMemcpyDtoH_v2) &&
          KILN_RESOLVE(cuModuleLoadDataEx) && KILN_RESOLVE(cuModuleGetFunction) &&
-         KILN_RESOLVE(cuModuleUnload) && KILN_RESOLVE(cuLaunchKernel);
+         KILN_RESOLVE(cuModuleUnload) && KILN_RESOLVE(cuLaunchKernel) &&
+         KILN_RESOLVE(cuStreamCreate) && KILN_RESOLVE(cuStreamDestroy_v2) &&
+         KILN_RESOLVE(cuStreamSynchronize) && KILN_RESOLVE(cuStreamQuery) &&
+         KILN_RESOLVE(cuStreamWaitEvent) && KILN_RESOLVE(cuEventElapsedTime) &&
+         KILN_RESOLVE(cuMemHostAlloc) && KILN_RESOLVE(cuMemFreeHost) &&
+         KILN_RESOLVE(cuMemcpyHtoDAsync_v2) && KILN_RESOLVE(cuMemcpyDtoHAsync_v2);
 #undef KILN_RESOLVE
 }
 

@@ -12,6 +12,7 @@
 #include "device_context.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/driver.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -123,7 +124,8 @@ void FusedKernelModule::launch(const std::string& name, std::span<void* const> b
   const size_t index = static_cast<size_t>(&k - kernels_.data());
   driver::check(api,
                 api.cuLaunchKernel(loaded_->functions[index], static_cast<unsigned>(g.grid), 1, 1,
-                                   static_cast<unsigned>(g.block), 1, 1, 0, nullptr,
+                                   static_cast<unsigned>(g.block), 1, 1, 0,
+                                   static_cast<driver::CUstream>(current_stream(device_).handle()),
                                    params.data(), nullptr),
                 "cuLaunchKernel",
                 "an earlier kernel may have failed (rerun with CUDA_LAUNCH_BLOCKING=1 to find "

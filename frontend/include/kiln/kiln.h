@@ -8,6 +8,8 @@
 #include "kiln/control_flow.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/fused_kernels.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"
 #include "kiln/debug_print.h"

@@ -36,6 +36,11 @@ constexpr int kAttrComputeCapabilityMinor = 76;
 // cuEventCreate flag: no timing data, so recording and querying stay cheap.
 constexpr unsigned kEventDisableTiming = 2;
 
+// cuStreamCreate flag: the stream does not wait for the legacy default stream.
+constexpr unsigned kStreamNonBlocking = 1;
+// cuMemHostAlloc flag: the pinned memory is usable from every context.
+constexpr unsigned kMemHostAllocPortable = 1;
+
 // CUjit_option values for cuModuleLoadDataEx: where the PTX compiler writes its messages.
 constexpr int kJitInfoLogBuffer = 3;
 constexpr int kJitInfoLogBufferSizeBytes = 4;
@@ -69,6 +74,17 @@ struct Api {
                                  int* options, void** values);
   CUresult (*cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);
   CUresult (*cuModuleUnload)(CUmodule module);
+  CUresult (*cuStreamCreate)(CUstream* stream, unsigned flags);
+  CUresult (*cuStreamDestroy_v2)(CUstream stream);
+  CUresult (*cuStreamSynchronize)(CUstream stream);
+  CUresult (*cuStreamQuery)(CUstream stream);
+  CUresult (*cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned flags);
+  CUresult (*cuEventElapsedTime)(float* milliseconds, CUevent start, CUevent end);
+  CUresult (*cuMemHostAlloc)(void** ptr, size_t bytes, unsigned flags);
+  CUresult (*cuMemFreeHost)(void* ptr);
+  CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dst, const void* src, size_t bytes,
+                                   CUstream stream);
+  CUresult (*cuMemcpyDtoHAsync_v2)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
   CUresult (*cuLaunchKernel)(CUfunction function, unsigned grid_x, unsigned grid_y,
                              unsigned grid_z, unsigned block_x, unsigned block_y,
                              unsigned block_z, unsigned shared_bytes, CUstream stream,

@@ -6,7 +6,7 @@
 // inputs, then of its outputs (dense, row-major), then one int64 per iteration dim.
 //
 //   kiln::cuda::FusedKernelModule module(ptx, kernels);            // on GPU 0
-//   module.launch("fused_0", {x, a, b, out}, {n});                 // queued, returns at once
+//   module.launch("fused_0", {x, a, b, out}, {n});   // queued on the current stream
 //   kiln::cuda::synchronize();
 #pragma once
 
@@ -64,8 +64,8 @@ class FusedKernelModule {
   const FusedKernelInfo& kernel(const std::string& name) const;
   int device() const { return device_; }
 
-  // Queues kernel `name` over `dims` on the device's default stream, with launch_geometry's
-  // grid. `buffers`: device pointers, inputs then outputs. Checks the counts, that no pointer
+  // Queues kernel `name` over `dims` on this thread's current stream of the module's GPU
+  // (kiln/cuda/stream.h), with launch_geometry's grid. `buffers`: device pointers, inputs then outputs. Checks the counts, that no pointer
   // is null and every dim is known; returns before the kernel runs.
   void launch(const std::string& name, std::span<void* const> buffers,
               std::span<const int64_t> dims) const;
