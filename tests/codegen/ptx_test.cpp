@@ -108,6 +108,12 @@ TEST(CudaCodegen, ElementwiseKernelIsAGridStrideLoopOverDenseBuffers) {
   // One merged dim: the flat index is every buffer's offset, no division.
   EXPECT_EQ(ir.find("arith.divui"), std::string::npos) << ir;
   EXPECT_EQ(ir.find("arith.remui"), std::string::npos) << ir;
+  // Aligned buffers take 128-bit loads and stores of four elements; the others, and the last
+  // n % 4 elements, the scalar loop.
+  EXPECT_NE(ir.find("llvm.load %"), std::string::npos);
+  EXPECT_NE(ir.find("vector<4xf32>"), std::string::npos) << ir;
+  EXPECT_NE(m.ptx.find("ld.global.v4.f32"), std::string::npos) << m.ptx;
+  EXPECT_NE(m.ptx.find("st.global.v4.f32"), std::string::npos) << m.ptx;
   EXPECT_NE(m.ptx.find(".target sm_90"), std::string::npos);
   EXPECT_NE(m.ptx.find(".visible .entry fused_0("), std::string::npos) << m.ptx;
   EXPECT_GT(m.timings.lower_ms, 0);
@@ -319,6 +325,61 @@ TEST(CudaCodegen, EmulatedBroadcastsDynamicDimsAndSeveralOutputs) {
   for (int64_t blocks : {1, 5, 200})  // fewer, more and many more blocks than elements / 1
     check_emulated(*kernels, "fused_0", c, inputs, want, {4, 3, 7}, blocks, 1e-15, 0,
                    "blocks " + std::to_string(blocks));
+}
+
+TEST(CudaCodegen, EmulatedVectorLoopTailAndMisalignedBuffersMatchTheReference) {
+  REQUIRE_TOOLKIT();
+  cpu::kernels::register_kernels();
+  // float32 and int64 inputs, float32 and bool outputs: vectors of 16, 32 and 4 bytes meet;
+  // 1003 elements leave a tail of 3.
+  Case c = parse_case(R"(graph g {
+  input %0 "x": float32[1003]
+  input %1 "a": float32[]
+  input %2 "y": int64[1003]
+  %3, %4: float32[1003], bool[1003] = fused(%0, %1, %2) {kind="elementwise"} {
+    region (%5: float32[1003], %6: float32[], %7: int64[1003]) {
+      %8: float32[1003] = mul(%5, %6) {}
+      %9: float32[1003] = cast(%7) {dtype=float32}
+      %10: float32[1003] = add(%8, %9) {}
+      %11: bool[1003] = gt(%10, %5) {}
+      yield %10, %11
+    }
+  }
+  return %3, %4
+})");
+  FusedKernelSpec spec = spec_of(c, "fused_0");
+  ASSERT_EQ(spec.dims.size(), 1u);
+  std::unique_ptr<EmulatedKernels> kernels = emulate_on_cpu({&spec, 1});
+  std::vector<Tensor> inputs = {random_normal({1003}, DType::Float32, 30),
+                                random_normal({}, DType::Float32, 31),
+                                random_normal({1003}, DType::Int64, 32)};
+  std::vector<Tensor> want = interp::Executable(c.graph).run(inputs);
+  for (int64_t blocks : {1, 7})
+    check_emulated(*kernels, "fused_0", c, inputs, want, {1003}, blocks, 0, 0,
+                   "aligned, blocks " + std::to_string(blocks));
+  // The same data one element into larger buffers: no longer aligned to a vector, the
+  // kernel takes the scalar loop.
+  Tensor x = random_normal({1004}, DType::Float32, 33), y = random_normal({1004}, DType::Int64, 34);
+  Tensor out = Tensor::empty({1004}, DType::Float32), flag = Tensor::empty({1004}, DType::Bool);
+  const std::vector<double> xs = x.to_vector<double>(), ys = y.to_vector<double>();
+  std::vector<Tensor> shifted_in = {
+      cpu::codegen::testing::make_tensor(DType::Float32, {1003}, {xs.begin() + 1, xs.end()}),
+      inputs[1],
+      cpu::codegen::testing::make_tensor(DType::Int64, {1003}, {ys.begin() + 1, ys.end()})};
+  std::vector<Tensor> shifted_want = interp::Executable(c.graph).run(shifted_in);
+  std::vector<void*> buffers = {static_cast<float*>(x.raw_data()) + 1, inputs[1].raw_data(),
+                                static_cast<int64_t*>(y.raw_data()) + 1,
+                                static_cast<float*>(out.raw_data()) + 1,
+                                static_cast<bool*>(flag.raw_data()) + 1};
+  const std::vector<int64_t> dims = {1003};
+  kernels->run("fused_0", buffers, dims, 3);
+  const std::vector<double> got = out.to_vector<double>(), got_flag = flag.to_vector<double>();
+  const std::vector<double> w = shifted_want[0].to_vector<double>(),
+                            w_flag = shifted_want[1].to_vector<double>();
+  for (size_t i = 0; i < 1003; ++i) {
+    ASSERT_EQ(got[i + 1], w[i]) << "misaligned, element " << i;
+    ASSERT_EQ(got_flag[i + 1], w_flag[i]) << "misaligned, element " << i;
+  }
 }
 
 TEST(CudaCodegen, EmulatedRowKernelsMatchTheReference) {

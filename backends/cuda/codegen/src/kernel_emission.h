@@ -36,6 +36,10 @@ void emit_kernel(mlir::ModuleOp module, mlir::Block* gpu_module_body,
 // the thread index 0, the block size 1, and each block-wide reduction that thread's own value.
 void emit_emulated_kernel(mlir::ModuleOp module, const cpu::exec::FusedKernelSpec& spec);
 
+// The elements one thread of a one-dim elementwise kernel reads and writes at once: 128 bits of
+// 4-byte types.
+constexpr int64_t kVectorLanes = 4;
+
 class KernelEmitter {
   using ValueMap = std::unordered_map<const ir::Value*, ScalarValue>;
 
@@ -64,6 +68,10 @@ class KernelEmitter {
   // The kernel's function and its entry block (a gpu.func, or the emulated func.func).
   mlir::Block* emit_function(const std::vector<mlir::Type>& params);
   void emit_elementwise();
+  void emit_scalar_loop(mlir::Value start, mlir::Value end);
+  mlir::Value vectors_aligned();
+  void emit_vector(mlir::Value base);
+  DType buffer_dtype(size_t k) const;  // region input k, or output k - inputs
   // The global index of this thread (block * block_dim + thread), and the grid's threads.
   mlir::Value global_thread();
   mlir::Value grid_threads();
