@@ -478,6 +478,7 @@ TEST(CudaCodegen, WritesTheGpuKernelBundle) {
     add(oc.c, oc.inputs, oc.want.sizes(), oc.tol.rtol, oc.tol.atol);
   // Many blocks through the grid-stride loop, a 3-D broadcast, rows of 4096 and of 37 with a
   // NaN, and layer_norm's statistics.
+  const std::string chain = "k" + std::to_string(entries.size());  // timed on the GPU too
   add(parse_case(cpu::codegen::testing::kFiveOpKernel),
       {random_normal({300000}, DType::Float32, 11), random_normal({}, DType::Float32, 12),
        random_normal({}, DType::Float32, 13), random_normal({}, DType::Float32, 14),
@@ -537,7 +538,9 @@ TEST(CudaCodegen, WritesTheGpuKernelBundle) {
                          : (std::filesystem::temp_directory_path() /
                             ("kiln-gpu-bundle-" + std::to_string(::getpid()) + ".safetensors"))
                                .string();
-  save_safetensors(path, tensors, {{"ptx", module.ptx}, {"chip", module.chip}, {"kernels", lines}});
+  save_safetensors(path, tensors,
+                   {{"ptx", module.ptx}, {"chip", module.chip}, {"kernels", lines},
+                    {"chain", chain}});
   // What the GPU side reads back: every kernel line, and the tensors they name.
   SafetensorsFile back = load_safetensors(path);
   std::vector<cuda::testing::BundledKernel> parsed =

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "cuda/kernel_bundle.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/error.h"
 #include "kiln/serialize/safetensors.h"
 #include "kiln/tensor.h"
@@ -196,6 +199,59 @@ TEST(CudaFusedKernels, GeneratedKernelsMatchTheCpuOnTheGpu) {
   std::printf("[gpu] %zu generated kernels (%s, PTX for %s) on %s: %d differ from the CPU\n",
               kernels.size(), path, bundle.metadata.at("chip").c_str(), props.name.c_str(),
               failed_kernels);
+}
+
+// The first target, measured in one run: relu(x * a + b) * c - d over 256M float32
+// (1 GiB read, 1 GiB written) against a device-to-device copy of the same bytes. Printed as a
+// ratio; tests/gpu/device_check.sh collects it (docs/perf.md has the figures).
+TEST(CudaFusedKernels, FusedChainBandwidthAgainstADeviceCopy) {
+  const char* path = std::getenv("KILN_GPU_KERNEL_BUNDLE");
+  if (!path || !*path)
+    GTEST_SKIP() << "no kernel bundle: set KILN_GPU_KERNEL_BUNDLE (tests/gpu/device_check.sh does)";
+  SafetensorsFile bundle = load_safetensors(path);
+  const std::string chain = bundle.metadata.at("chain");
+  std::vector<FusedKernelInfo> infos;
+  for (const testing::BundledKernel& k : testing::parse_bundle_lines(bundle.metadata.at("kernels")))
+    if (k.info.name == chain) infos.push_back(k.info);
+  ASSERT_EQ(infos.size(), 1u) << "the bundle names '" << chain << "' as its chain kernel";
+  REQUIRE_GPU();
+  FusedKernelModule module(bundle.metadata.at("ptx"), infos);
+  const int64_t n = int64_t{1} << 28;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  DeviceBuffer x(bytes), out(bytes), a(4), b(4), c(4), d(4);
+  const Stream stream = current_stream(0);
+  auto bits = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  fill_words_async(x.get(), bits(1.5f), static_cast<size_t>(n), stream);
+  fill_words_async(a.get(), bits(0.5f), 1, stream);
+  fill_words_async(b.get(), bits(0.5f), 1, stream);
+  fill_words_async(c.get(), bits(0.5f), 1, stream);
+  fill_words_async(d.get(), bits(0.5f), 1, stream);
+  std::vector<void*> buffers = {x.get(), a.get(), b.get(), c.get(), d.get(), out.get()};
+  const std::vector<int64_t> dims = {n};
+  auto time_ms = [&](auto&& work) {
+    work();  // warm
+    Event start(true), end(true);
+    start.record(stream);
+    const int repeats = 10;
+    for (int r = 0; r < repeats; ++r) work();
+    end.record(stream);
+    end.synchronize();
+    return start.elapsed_ms(end) / repeats;
+  };
+  const double kernel_ms = time_ms([&] { module.launch(chain, buffers, dims); });
+  float probe[4] = {};
+  copy_to_host(probe, static_cast<char*>(out.get()) + bytes - sizeof(probe), sizeof(probe));
+  for (float v : probe) EXPECT_FLOAT_EQ(v, 0.125f);  // relu(1.5 * 0.5 + 0.5) * 0.5 - 0.5
+  const double copy_ms = time_ms([&] { copy_on_device_async(out.get(), x.get(), bytes, stream); });
+  const double moved = 2.0 * static_cast<double>(bytes);  // read + write
+  std::printf("[gpu] relu(x*a+b)*c-d on 256M float32: %.3f ms, %.0f GB/s; device copy %.3f ms, "
+              "%.0f GB/s; fused / copy bandwidth %.2f (target >= 0.80)\n",
+              kernel_ms, moved / (kernel_ms * 1e6), copy_ms, moved / (copy_ms * 1e6),
+              copy_ms / kernel_ms);
 }
 
 }  // namespace

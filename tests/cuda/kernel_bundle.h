@@ -7,6 +7,8 @@
 //   metadata "chip":    what it targets ("sm_90")
 //   metadata "kernels": one line per kernel:
 //                       name kind buffers ndims dim... inputs rtol atol
+//   metadata "chain":   the kernel of relu(x * a + b) * c - d over float32[n] (scalars a, b,
+//                       c, d), which the GPU check also times against a device copy
 //   tensors "<name>.in<i>" (inputs) and "<name>.out<o>" (the CPU's results, to compare with)
 #pragma once
 

@@ -64,6 +64,8 @@ TEST(CudaStream, WithoutAGpuEveryDriverCallSaysWhy) {
   char host[8] = {};
   expect_error([&] { copy_to_device_async(host, host, 8, Stream::default_stream(0)); }, {why});
   expect_error([&] { copy_to_host_async(host, host, 8, Stream::default_stream(0)); }, {why});
+  expect_error([&] { copy_on_device_async(host, host, 8, Stream::default_stream(0)); }, {why});
+  expect_error([&] { fill_words_async(host, 0, 2, Stream::default_stream(0)); }, {why});
 }
 
 TEST(CudaStream, TimingNeedsTwoRecordedTimingEvents) {

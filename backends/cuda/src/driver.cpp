@@ -37,6 +37,7 @@ bool resolve_all(void* handle, Api& api, const std::string& library, std::string
          KILN_RESOLVE(cuEventRecord) && KILN_RESOLVE(cuEventQuery) &&
          KILN_RESOLVE(cuEventSynchronize) && KILN_RESOLVE(cuEventDestroy_v2) &&
          KILN_RESOLVE(cuMemcpyHtoD_v2) && KILN_RESOLVE(cuMemcpyDtoH_v2) &&
+         KILN_RESOLVE(cuMemcpyDtoDAsync_v2) && KILN_RESOLVE(cuMemsetD32Async) &&
          KILN_RESOLVE(cuModuleLoadDataEx) && KILN_RESOLVE(cuModuleGetFunction) &&
          KILN_RESOLVE(cuModuleUnload) && KILN_RESOLVE(cuLaunchKernel) &&
          KILN_RESOLVE(cuStreamCreate) && KILN_RESOLVE(cuStreamDestroy_v2) &&

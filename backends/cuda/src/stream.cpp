@@ -154,4 +154,20 @@ void copy_to_host_async(void* host_dst, const void* device_src, size_t bytes,
                 "cuMemcpyDtoHAsync", "check that the source is memory of this GPU.");
 }
 
+void copy_on_device_async(void* device_dst, const void* device_src, size_t bytes,
+                          const Stream& stream) {
+  const driver::Api& api = use_device(stream.device());
+  driver::check(api,
+                api.cuMemcpyDtoDAsync_v2(device_address(device_dst), device_address(device_src),
+                                         bytes, native(stream)),
+                "cuMemcpyDtoDAsync", "check that both buffers are memory of this GPU.");
+}
+
+void fill_words_async(void* device_dst, uint32_t word, size_t count, const Stream& stream) {
+  const driver::Api& api = use_device(stream.device());
+  driver::check(api, api.cuMemsetD32Async(device_address(device_dst), word, count, native(stream)),
+                "cuMemsetD32Async",
+                "check that the buffer is memory of this GPU and 4-byte aligned.");
+}
+
 }  // namespace kiln::cuda

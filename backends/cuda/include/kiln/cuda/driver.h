@@ -70,6 +70,9 @@ struct Api {
   CUresult (*cuEventDestroy_v2)(CUevent event);
   CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr dst, const void* src, size_t bytes);
   CUresult (*cuMemcpyDtoH_v2)(void* dst, CUdeviceptr src, size_t bytes);
+  CUresult (*cuMemcpyDtoDAsync_v2)(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                   CUstream stream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr dst, unsigned value, size_t count, CUstream stream);
   CUresult (*cuModuleLoadDataEx)(CUmodule* module, const void* image, unsigned count,
                                  int* options, void** values);
   CUresult (*cuModuleGetFunction)(CUfunction* function, CUmodule module, const char* name);

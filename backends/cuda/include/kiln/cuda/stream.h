@@ -120,5 +120,10 @@ void copy_to_device_async(void* device_dst, const void* host_src, size_t bytes,
                           const Stream& stream);
 void copy_to_host_async(void* host_dst, const void* device_src, size_t bytes,
                         const Stream& stream);
+// Queues a copy between two buffers of the stream's GPU.
+void copy_on_device_async(void* device_dst, const void* device_src, size_t bytes,
+                          const Stream& stream);
+// Queues filling `count` 32-bit words at `device_dst` with `word` (a float's bits, say).
+void fill_words_async(void* device_dst, uint32_t word, size_t count, const Stream& stream);
 
 }  // namespace kiln::cuda
