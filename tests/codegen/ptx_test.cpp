@@ -35,6 +35,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/serialize/safetensors.h"
 #include "test_util.h"
+#include "values_close.h"
 
 namespace kiln::cuda::codegen {
 namespace {
@@ -264,22 +265,9 @@ void check_emulated(const EmulatedKernels& kernels, const std::string& name, con
     buffers.push_back(got.back().raw_data());
   }
   kernels.run(name, buffers, runtime_dims(*c.fused, iteration), blocks);
-  for (size_t k = 0; k < want.size(); ++k) {
-    std::vector<double> g = got[k].to_vector<double>(), w = want[k].to_vector<double>();
-    int bad = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      bool ok;
-      if (std::isnan(w[i]) || std::isnan(g[i]))
-        ok = std::isnan(w[i]) && std::isnan(g[i]);
-      else if (std::isinf(w[i]))
-        ok = g[i] == w[i];
-      else
-        ok = std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
-      if (!ok && bad++ < 3)
-        ADD_FAILURE() << label << " output " << k << " element " << i << ": got " << g[i]
-                      << ", want " << w[i];
-    }
-  }
+  for (size_t k = 0; k < want.size(); ++k)
+    count_mismatches(got[k].to_vector<double>(), want[k].to_vector<double>(), rtol, atol,
+                     label + " output " + std::to_string(k), 3);
 }
 
 TEST(CudaCodegen, EmulatedKernelsOfEveryElementwiseOpMatchTheEagerKernels) {

@@ -20,6 +20,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/ops/fused.h"
 #include "test_util.h"
+#include "values_close.h"
 
 namespace kiln::cpu::codegen {
 namespace {
@@ -94,23 +95,11 @@ void check_row_kernel(std::string_view ir_text, const std::vector<Tensor>& input
     fn(buffers.data(), dims.data(), 0, split);
     fn(buffers.data(), dims.data(), split, dims[0]);
   }
-  for (size_t k = 0; k < want.size(); ++k) {
-    std::vector<double> g = got[k].to_vector<double>(), w = want[k].to_vector<double>();
-    int bad = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      bool ok;
-      if (std::isnan(w[i]) || std::isnan(g[i]))
-        ok = std::isnan(w[i]) && std::isnan(g[i]);
-      else if (std::isinf(w[i]))
-        ok = g[i] == w[i];
-      else
-        ok = std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
-      if (!ok && bad++ < 5)
-        ADD_FAILURE() << "output " << k << " element " << i << ": got " << g[i] << ", want "
-                      << w[i];
-    }
-    EXPECT_EQ(bad, 0) << "output " << k << " mismatches";
-  }
+  for (size_t k = 0; k < want.size(); ++k)
+    EXPECT_EQ(count_mismatches(got[k].to_vector<double>(), want[k].to_vector<double>(), rtol, atol,
+                               "output " + std::to_string(k)),
+              0)
+        << "output " << k << " mismatches";
 }
 
 

@@ -24,6 +24,7 @@
 #include "kiln/serialize/safetensors.h"
 #include "kiln/tensor.h"
 #include "test_util.h"
+#include "values_close.h"
 
 namespace kiln::cuda {
 namespace {
@@ -177,22 +178,11 @@ TEST(CudaFusedKernels, GeneratedKernelsMatchTheCpuOnTheGpu) {
     module.launch(k.info.name, pointers, k.dims);
     int bad = 0;
     for (size_t o = k.inputs; o < host.size(); ++o) {
-      const Tensor& want_t = host[o];
-      Tensor got_t = Tensor::empty(want_t.sizes(), want_t.dtype());
-      copy_to_host(got_t.raw_data(), pointers[o], want_t.nbytes());
-      std::vector<double> got = got_t.to_vector<double>(), want = want_t.to_vector<double>();
-      for (size_t i = 0; i < got.size(); ++i) {
-        bool ok;
-        if (std::isnan(want[i]) || std::isnan(got[i]))
-          ok = std::isnan(want[i]) && std::isnan(got[i]);
-        else if (std::isinf(want[i]))
-          ok = got[i] == want[i];
-        else
-          ok = std::abs(got[i] - want[i]) <= k.atol + k.rtol * std::abs(want[i]);
-        if (!ok && bad++ < 3)
-          ADD_FAILURE() << k.info.name << " output " << o - k.inputs << " element " << i
-                        << ": got " << got[i] << ", want " << want[i];
-      }
+      const Tensor& want = host[o];
+      Tensor got = Tensor::empty(want.sizes(), want.dtype());
+      copy_to_host(got.raw_data(), pointers[o], want.nbytes());
+      bad += count_mismatches(got.to_vector<double>(), want.to_vector<double>(), k.rtol, k.atol,
+                              k.info.name + " output " + std::to_string(o - k.inputs), 3);
     }
     failed_kernels += bad > 0;
   }
