@@ -1,5 +1,6 @@
-// Kernel emission for the GPU: each kernel's gpu.func and its parameters, the elementwise
-// kernels' grid-stride loop, and what every kernel uses (thread and block ids, offsets from a
+// Kernel emission for the GPU: each kernel's gpu.func (or, emulated, func.func) and its
+// parameters, the elementwise kernels' grid-stride loops (scalar, and 128-bit vectors for
+// aligned one-dim kernels), and what every kernel uses (thread and block ids, offsets from a
 // flat index, loads and stores). Row kernels' loops are in row_emission.cpp.
 //
 // Offsets are int64: a tensor may have more than 2^31 elements. Static dims are constants, so
