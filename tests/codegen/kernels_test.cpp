@@ -44,6 +44,7 @@ using testing::every_elementwise_op_case;
 using testing::make_tensor;
 using testing::OpCase;
 using testing::parse_case;
+using testing::runtime_dims;
 using testing::Tolerance;
 using testing::type;
 
@@ -68,17 +69,6 @@ Tensor pattern(DType dtype, IntList sizes, int salt = 0) {
 }
 
 // ---- running ----
-
-// The runtime size of each iteration dim, from the concrete output shape.
-std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList out_sizes) {
-  std::vector<int64_t> dims;
-  for (const std::vector<int>& group : exec::fused_dim_groups(fused)) {
-    int64_t size = 1;
-    for (int d : group) size *= out_sizes[static_cast<size_t>(d)];
-    dims.push_back(size);
-  }
-  return dims;
-}
 
 // Runs a compiled kernel of `fused` on dense `inputs` (one per operand) into fresh outputs of
 // `out_sizes`; with `split` >= 0, as two calls [0, split) and [split, end).

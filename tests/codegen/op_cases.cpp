@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kiln/cpu/exec/kernel_spec.h"
 #include "kiln/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused.h"
@@ -26,6 +27,16 @@ Case parse_case(std::string_view text) {
     if (node->op == &ops::fused) c.fused = node.get();
   EXPECT_NE(c.fused, nullptr) << text;
   return c;
+}
+
+std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList iteration) {
+  std::vector<int64_t> dims;
+  for (const std::vector<int>& group : cpu::exec::fused_dim_groups(fused)) {
+    int64_t size = 1;
+    for (int d : group) size *= iteration[static_cast<size_t>(d)];
+    dims.push_back(size);
+  }
+  return dims;
 }
 
 ir::Type type(DType dtype, Shape shape) {

@@ -37,6 +37,10 @@ Case build_case(
 
 Tensor make_tensor(DType dtype, IntList sizes, const std::vector<double>& values);
 
+// The run-time size of each iteration dim of `fused`'s kernel (exec::fused_dim_groups), for
+// the concrete shape it iterates over (its output's, or a row group's reduced shape).
+std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList iteration);
+
 // Bit-exact by default (NaNs of any payload match); otherwise |got - want| <= atol + rtol |want|
 // with infinities exact.
 struct Tolerance {

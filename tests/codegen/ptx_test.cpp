@@ -43,6 +43,7 @@ namespace {
 using cpu::codegen::testing::build_case;
 using cpu::codegen::testing::Case;
 using cpu::codegen::testing::parse_case;
+using cpu::codegen::testing::runtime_dims;
 using cpu::codegen::testing::softmax_ir;
 using cpu::codegen::testing::type;
 using cpu::exec::FusedKernelSpec;
@@ -237,17 +238,6 @@ Tensor random_normal(IntList sizes, DType dtype, unsigned seed) {
   std::vector<double> v(static_cast<size_t>(numel(sizes)));
   for (double& x : v) x = normal(rng);
   return cpu::codegen::testing::make_tensor(dtype, sizes, v);
-}
-
-// The flat sizes of `fused`'s iteration dims for the concrete shape it iterates over.
-std::vector<int64_t> runtime_dims(const ir::Node& fused, IntList iteration) {
-  std::vector<int64_t> dims;
-  for (const std::vector<int>& group : cpu::exec::fused_dim_groups(fused)) {
-    int64_t size = 1;
-    for (int d : group) size *= iteration[static_cast<size_t>(d)];
-    dims.push_back(size);
-  }
-  return dims;
 }
 
 // Runs kernel `name` of `kernels` as `blocks` emulated blocks on `inputs` into outputs shaped

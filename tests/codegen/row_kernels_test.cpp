@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/op_cases.h"
 #include "codegen/row_cases.h"
 #include "kiln/cpu/codegen/kernels.h"
 #include "kiln/cpu/kernels/register.h"
@@ -81,12 +82,7 @@ void check_row_kernel(std::string_view ir_text, const std::vector<Tensor>& input
     got.push_back(Tensor::empty(w.sizes(), w.dtype()));
     buffers.push_back(got.back().raw_data());
   }
-  std::vector<int64_t> dims;
-  for (const std::vector<int>& group : exec::fused_dim_groups(*node)) {
-    int64_t size = 1;
-    for (int d : group) size *= iteration[static_cast<size_t>(d)];
-    dims.push_back(size);
-  }
+  std::vector<int64_t> dims = testing::runtime_dims(*node, iteration);
   exec::FusedKernelFn fn = module->lookup("row_0");
   ASSERT_LT(split, dims[0]) << "split inside the rows";
   if (split < 0) {
