@@ -20,17 +20,34 @@ ConcretizationHook g_concretization_hook = nullptr;
 
 void check_inputs(const OpDef& op, TensorSpan inputs) {
   const Tensor* first = nullptr;
+  size_t first_index = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined()) continue;
     if (t.is_symbolic()) [[unlikely]] refuse_symbolic_input(op, i, t);
     if (!first) {
       first = &t;
+      first_index = i;
     } else if (!(t.device() == first->device())) [[unlikely]] {
       KILN_FAIL("[", op.name, "] expected all inputs on one device, found ", first->device(),
-                " and ", t.device(), " (input ", i, "). Fix: move them with .to(device).");
+                " (input ", first_index, ") and ", t.device(), " (input ", i,
+                "). Fix: move them to one device first, e.g. x.to(", first->device(),
+                "), or the module with model.to(device).");
     }
   }
+}
+
+[[noreturn, gnu::cold]] void refuse_device(const OpDef& op, Device device) {
+  std::string supported;
+  Device fallback = kCPU;
+  for (int type = kNumDeviceTypes; type-- > 0;) {
+    if (!op.kernels[static_cast<size_t>(type)]) continue;
+    fallback = Device(static_cast<DeviceType>(type));
+    supported = fallback.str() + (supported.empty() ? "" : ", ") + supported;
+  }
+  KILN_FAIL("[", op.name, "] has no kernel for ", device, " yet (it has kernels for: ",
+            supported.empty() ? "no device" : supported, "). Fix: move its inputs with .to(",
+            fallback, ") for this op, and the result back with .to(", device, ").");
 }
 
 Device output_device(const TensorTypes& types, TensorSpan inputs) {
@@ -55,8 +72,7 @@ Tensors dispatch(const OpDef& op, TensorSpan inputs, const Attrs& attrs) {
 
   Device device = output_device(types, inputs);
   KernelFn kernel = op.kernels[static_cast<size_t>(device.type)];
-  KILN_CHECK(kernel, "[", op.name, "] has no kernel for device ", device,
-             ". Fix: move the inputs to a device this op supports (cpu).");
+  if (!kernel) [[unlikely]] refuse_device(op, device);
 
   Tensors outputs;
   if (op.kernel_makes_outputs) {
@@ -90,6 +106,9 @@ namespace {
              "out-of-place form.");
   KILN_CHECK(types[0].dtype == self.dtype(), "[", op.name, "_] the result is ", types[0].dtype,
              " but the tensor written in place is ", self.dtype(), ". Fix: use the out-of-place form.");
+  KILN_CHECK(types[0].device == self.device(), "[", op.name, "_] the result is on ",
+             types[0].device, " but the tensor written in place is on ", self.device(),
+             ". Fix: move the other inputs to ", self.device(), " first.");
 }
 
 // Under an interceptor or into a symbolic tensor. A shape-only pass writes nothing (its
@@ -124,7 +143,7 @@ void dispatch_into(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const
   check_inputs(op, inputs);
   check_into(op, types, self);
   KernelFn kernel = op.kernels[static_cast<size_t>(self.device().type)];
-  KILN_CHECK(kernel, "[", op.name, "] has no kernel for device ", self.device(), ".");
+  if (!kernel) [[unlikely]] refuse_device(op, self.device());
   Tensor out = self;
   KernelCall call{op, inputs, attrs, std::span<Tensor>(&out, 1), types};
   kernel(call);

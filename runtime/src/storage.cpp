@@ -1,7 +1,9 @@
-// Storage allocation and release through the device's allocator.
+// Storage allocation and release through the device's allocator (the CPU's own, or the
+// registered device interface's).
 #include "kiln/storage.h"
 
 #include "kiln/allocator.h"
+#include "kiln/device_interface.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -11,9 +13,8 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)), owned_(owned) {}
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  KILN_CHECK(device.is_cpu(), "Storage::allocate: no allocator for device ", device,
-             " in this build (only cpu kernels exist yet). Fix: keep tensors on the cpu.");
-  void* p = CpuAllocator::instance().allocate(nbytes);
+  void* p = device.is_cpu() ? CpuAllocator::instance().allocate(nbytes)
+                            : device_interface(device).allocate(nbytes, device);
   return std::make_shared<Storage>(p, nbytes, device, nullptr, true);
 }
 
@@ -23,8 +24,10 @@ std::shared_ptr<Storage> Storage::from_external(void* data, size_t nbytes, Devic
 }
 
 Storage::~Storage() {
-  if (owned_) {
+  if (owned_ && device_.is_cpu()) {
     CpuAllocator::instance().deallocate(data_, nbytes_);
+  } else if (owned_) {
+    device_interface(device_).deallocate(data_, device_);
   } else if (deleter_) {
     deleter_(data_);
   }

@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kiln/device_interface.h"
 #include "kiln/dispatch.h"
 #include "kiln/state_epoch.h"
 
@@ -85,7 +86,7 @@ Tensor Tensor::from_blob(void* data, IntList sizes, DType dtype, IntList strides
 
 Tensor Tensor::scalar(Scalar value, std::optional<DType> dtype, Device device) {
   DType dt = dtype ? *dtype : (value.is_floating() ? default_dtype() : value.kind());
-  Tensor t = empty({}, dt, device);
+  Tensor t = empty({}, dt);
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
@@ -94,7 +95,7 @@ Tensor Tensor::scalar(Scalar value, std::optional<DType> dtype, Device device) {
       *static_cast<T*>(t.raw_data()) = value.to<T>();
     }
   });
-  return t;
+  return device.is_cpu() ? t : detail::copy_view_span(t, device);
 }
 
 Tensor Tensor::alias(IntList sizes, IntList strides, int64_t offset) const {
@@ -160,8 +161,8 @@ Scalar Tensor::item_scalar(SourceLoc loc) const {
   if (impl_->symbolic) concretize(*this, "item()", loc);
   KILN_CHECK(numel() == 1, "Tensor::item: expected a tensor with one element, got ", type_str(),
              ". Fix: reduce it first (sum(), mean()) or index one element.");
-  KILN_CHECK(device().is_cpu(), "Tensor::item: the tensor is on ", device(), "; move it with .to(kiln::kCPU).");
-  const void* p = raw_data(loc);
+  // A device tensor's element is copied to the host first, as PyTorch's item() does.
+  const void* p = device().is_cpu() ? raw_data(loc) : detail::copy_view_span(*this, kCPU).raw_data();
   return visit_dtype(dtype(), [&](auto tag) -> Scalar {
     using T = decltype(tag);
     return Scalar(*static_cast<const T*>(p));
@@ -180,11 +181,13 @@ Tensor::operator bool() const {
 
 namespace detail {
 
-void read_elements(const Tensor& t, DType as, void* out, SourceLoc loc) {
-  KILN_CHECK(t.defined(), "Tensor::to_vector: the tensor is undefined.");
-  if (t.impl()->symbolic) concretize(t, "to_vector()", loc);
-  KILN_CHECK(t.device().is_cpu(), "Tensor::to_vector: the tensor is on ", t.device(),
-             "; move it with .to(kiln::kCPU).");
+void read_elements(const Tensor& device_tensor, DType as, void* out, SourceLoc loc) {
+  KILN_CHECK(device_tensor.defined(), "Tensor::to_vector: the tensor is undefined.");
+  if (device_tensor.impl()->symbolic) concretize(device_tensor, "to_vector()", loc);
+  // A device tensor's elements are copied to the host first (to_vector and printing work on
+  // every device, as in PyTorch).
+  const Tensor t = device_tensor.device().is_cpu() ? device_tensor
+                                                   : detail::copy_view_span(device_tensor, kCPU);
   const char* base = static_cast<const char*>(t.impl()->storage->data());
   size_t isz = t.element_size();
   visit_dtype(t.dtype(), [&](auto src_tag) {

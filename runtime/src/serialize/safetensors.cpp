@@ -16,6 +16,7 @@
 #include <numeric>
 #include <optional>
 
+#include "kiln/device_interface.h"
 #include "kiln/dispatch.h"
 #include "kiln/ops/view.h"
 #include "kiln/serialize/durable_files.h"
@@ -116,11 +117,12 @@ Prepared prepare(const NamedTensors& tensors, const std::map<std::string, std::s
     KILN_CHECK(!t.is_symbolic(), "[", op, "] tensor \"", name,
                "\" is symbolic (it stands for a value inside a trace) and has no data. Fix: "
                "save concrete tensors, outside kiln::compile tracing.");
-    KILN_CHECK(t.device().is_cpu(), "[", op, "] tensor \"", name, "\" is on ", t.device(),
-               "; safetensors files hold cpu data. Fix: move it to the cpu first (t.to(kCPU)).");
-    // The op table's clone, not Tensor::contiguous (a frontend method): the runtime reads and
-    // writes these files without the frontend.
-    Tensor data = t.is_contiguous() ? t : dispatch1(ops::clone, std::span<const Tensor>(&t, 1));
+    // A device tensor's elements come to the host first (the file holds cpu data). Then the op
+    // table's clone, not Tensor::contiguous (a frontend method): the runtime reads and writes
+    // these files without the frontend.
+    const Tensor host = t.device().is_cpu() ? t : detail::copy_view_span(t, kCPU);
+    Tensor data =
+        host.is_contiguous() ? host : dispatch1(ops::clone, std::span<const Tensor>(&host, 1));
     p.tensors.push_back({&name, data});
   }
   for (const auto& [key, value] : metadata) {
