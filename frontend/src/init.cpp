@@ -3,6 +3,7 @@
 
 #include "autograd/record.h"
 #include "kiln/cpu/kernels/register.h"
+#include "kiln/cuda/device.h"
 #include "kiln/interp/interp.h"
 #include "vjp_registry.h"
 
@@ -11,6 +12,7 @@ namespace kiln {
 void init() {
   static const bool done = [] {
     cpu::kernels::register_kernels();
+    cuda::register_backend();  // tensors on GPUs; needs no GPU
     interp::register_backend();
     detail::register_elementwise_vjps();
     detail::register_view_vjps();
@@ -20,6 +22,7 @@ void init() {
     detail::register_nn_vjps();
     detail::register_layout_vjps();
     detail::register_debug_print_vjp();
+    detail::register_to_device_vjp();
     autograd::install_autograd_hook();
     return true;
   }();

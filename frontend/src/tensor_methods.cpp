@@ -6,7 +6,6 @@
 // version bump makes any node that saved the old value refuse to run.
 #include "call.h"
 #include "kiln/autograd.h"
-#include "kiln/cuda/device.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/view.h"
 #include "kiln/tensor_ops/elementwise.h"
@@ -51,14 +50,7 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : cast(*this, dtype); }
 
-Tensor Tensor::to(Device device) const {
-  if (device == this->device()) return *this;
-  KILN_CHECK(cuda::is_available(), "Tensor::to(", device, "): no CUDA device: ",
-             cuda::unavailable_reason());
-  KILN_FAIL("Tensor::to(", device, "): kiln finds the GPU (kiln::cuda::get_device_properties) "
-            "but has no CUDA kernels yet, so tensors stay on the cpu. Fix: keep tensors on the "
-            "cpu.");
-}
+// Tensor::to(Device) is in tensor_ops/to_device.cpp, with its vjp.
 
 Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
@@ -178,7 +170,11 @@ Tensor& Tensor::div_(Scalar other) { return div_(scalar_like(other, *this)); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(defined() && src.defined(), "[copy_] got an undefined tensor.");
-  Tensor value = src.dtype() == dtype() ? src : cast(src, dtype());
+  // Between the cpu and a device the cast runs on the cpu's side, where every cast has a
+  // kernel.
+  auto cast_to_dtype = [&](const Tensor& t) { return t.dtype() == dtype() ? t : cast(t, dtype()); };
+  Tensor value = src.device().is_cpu() ? cast_to_dtype(src).to(device())
+                                       : cast_to_dtype(src.to(device()));
   Shape target(sizes());
   if (Shape(value.sizes()) != target) value = kiln::expand(value, target);
   if (!tracks_grad(*this, {&src})) {

@@ -11,5 +11,6 @@ void register_factory_vjps();
 void register_nn_vjps();
 void register_layout_vjps();
 void register_debug_print_vjp();
+void register_to_device_vjp();
 
 }  // namespace kiln::detail

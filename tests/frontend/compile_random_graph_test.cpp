@@ -888,7 +888,8 @@ std::set<std::string> check_module(std::shared_ptr<M> model, const Args&... args
 struct Factories : nn::Module {
   Tensor forward(const Tensor& x) override {
     Tensor grid = linspace(-1, 1, x.size(1)) + cast(arange(x.size(1)), x.dtype());
-    return x * grid + zeros_like(x) + full({1, x.size(1)}, 0.5) + eye(x.size(0), x.size(1)) * 2;
+    return x * grid + zeros_like(x) + full({1, x.size(1)}, 0.5) + eye(x.size(0), x.size(1)) * 2 +
+           to_device(x.t(), kCPU, /*copy=*/true).t();
   }
 };
 

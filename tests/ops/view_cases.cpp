@@ -3,6 +3,7 @@
 #include "kiln/debug_print.h"
 #include "kiln/ops/debug_print.h"
 #include "kiln/ops/view.h"
+#include "kiln/tensor_ops/device.h"
 
 namespace kiln::testing {
 namespace {
@@ -82,6 +83,10 @@ Register views({
       c.gradcheck = false;
       return c;
     }(),
+    // Between the cpu and itself here; tests/cuda runs the moves to and from a GPU.
+    make("to_device", "copy", {{{{2, 3}}}},
+         [](const std::vector<Tensor>& in) { return kiln::to_device(in[0], kCPU, /*copy=*/true); },
+         [](const std::vector<Ref>& r) { return r[0]; }),
     make("debug_print", "quiet", {{{{2, 3}}}},
          [](const std::vector<Tensor>& in) {
            ops::set_debug_print_sink([](std::string_view) {});  // the op test stays quiet

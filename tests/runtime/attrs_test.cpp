@@ -440,6 +440,7 @@ void run_sample(Generator& gen) {
         pow(x, Scalar(2.0)), relu(x) + exp(x) * sigmoid(x), where(x > 0, x, -x)})
     backward_of(y);
   backward_of(cast(x, kFloat64));
+  backward_of(to_device(x, kCPU, /*copy=*/true));
   ops::set_debug_print_sink([](std::string_view) {});
   backward_of(debug_print(x, "sample"));
   ops::set_debug_print_sink({});

@@ -29,6 +29,7 @@
 #include "kiln/serialize/safetensors.h"
 #include "kiln/tensor.h"
 #include "kiln/tensor_ops/elementwise.h"
+#include "kiln/tensor_ops/device.h"
 #include "kiln/tensor_ops/factory.h"
 #include "kiln/tensor_ops/layout.h"
 #include "kiln/tensor_ops/linalg.h"

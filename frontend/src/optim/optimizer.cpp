@@ -97,6 +97,14 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
   }
 }
 
+ParamState& Optimizer::state_at(size_t group, size_t index) {
+  ParamState& s = state_[group][index];
+  const Device device = group_params(group)[index].device();
+  for (auto& [key, t] : s.buffers)
+    if (t.device() != device) t = t.to(device);
+  return s;
+}
+
 Tensor& Optimizer::buffer(ParamState& s, const std::string& key, const Tensor& param) {
   auto it = s.buffers.find(key);
   if (it == s.buffers.end()) it = s.buffers.emplace(key, zeros_like(param)).first;

@@ -77,7 +77,9 @@ class Optimizer {
   void check_new_params(const std::vector<Tensor>& params) const;
   // Starts state slots for a group of n parameters.
   void add_group_state(size_t n) { state_.emplace_back(n); }
-  ParamState& state_at(size_t group, size_t index) { return state_[group][index]; }
+  // The state of parameter `index` of `group`. Its buffers follow the parameter to its device
+  // when the model moved since they were made (model.to(device) after some steps).
+  ParamState& state_at(size_t group, size_t index);
   // The buffer `key` of `s`, created as zeros shaped like `param` on first use.
   static Tensor& buffer(ParamState& s, const std::string& key, const Tensor& param);
   // Throws unless grad matches param (shape, floating dtype).

@@ -42,6 +42,11 @@ struct DeviceProperties {
 // below device_count().
 DeviceProperties get_device_properties(int index = 0);
 
+// Installs kiln_cuda in the runtime: the memory of tensors on GPUs (Storage, Tensor::to, host
+// reads of device tensors) and its kernels in the op table. kiln::init() calls it; it needs no
+// GPU.
+void register_backend();
+
 // Waits until all work queued on GPU `index` has run.
 void synchronize(int index = 0);
 

@@ -1,0 +1,381 @@
+// A fake CUDA driver: a stand-in for libcuda.so.1 that the test suite loads through
+// KILN_CUDA_DRIVER, so that kiln's CUDA plumbing (allocation, copies, streams, events) is
+// tested on machines without a GPU. "Device" memory is host memory handed out at addresses
+// the host cannot dereference, so a host read of device memory crashes the test instead of
+// passing silently. Work runs synchronously, so every stream and event is always complete,
+// and no kernel runs: loading a module fails with CUDA_ERROR_NOT_SUPPORTED.
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <type_traits>
+
+#include "kiln/cuda/driver.h"
+
+using namespace kiln::cuda::driver;
+
+// The handles behind CUstream and CUevent, which driver.h declares but leaves incomplete.
+struct kiln::cuda::driver::CUstream_st {
+  unsigned flags;
+};
+struct kiln::cuda::driver::CUevent_st {
+  unsigned flags;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at{};
+};
+
+namespace {
+
+constexpr CUresult kInvalidValue = 1;
+constexpr CUresult kInvalidDevice = 101;
+constexpr CUresult kInvalidHandle = 400;
+constexpr CUresult kNotSupported = 801;
+
+// Added to a host address to make the device address. With bit 52 set the address is
+// non-canonical on x86-64 (unmapped, with 5-level paging) and outside the user half on
+// AArch64, so a host dereference faults on both. A bit in the top byte (1 << 62, say) would
+// not do: AArch64's top-byte-ignore would let the read through to the host memory.
+constexpr CUdeviceptr kDeviceOffset = CUdeviceptr{1} << 52;
+constexpr size_t kAlignment = 512;  // what cuMemAlloc guarantees, and kiln's allocator assumes
+
+struct Memory {
+  std::mutex mutex;
+  std::map<CUdeviceptr, size_t> live;  // device address of each allocation -> its bytes
+  size_t in_use = 0;
+  size_t limit = 0;
+};
+
+Memory& memory() {
+  static Memory* m = [] {
+    auto* out = new Memory;  // leaked: kiln may free device memory while statics die
+    out->limit = size_t{4} << 30;  // 4 GiB unless KILN_FAKE_CUDA_MEMORY_BYTES says otherwise
+    const char* env = std::getenv("KILN_FAKE_CUDA_MEMORY_BYTES");
+    char* end = nullptr;
+    if (env && *env) {
+      unsigned long long bytes = std::strtoull(env, &end, 10);
+      if (*end == '\0') out->limit = static_cast<size_t>(bytes);
+    }
+    return out;
+  }();
+  return *m;
+}
+
+// The host address behind [ptr, ptr + bytes) when it lies within one live allocation, else
+// null. A copy may start inside an allocation (a tensor view, a block the allocator split).
+char* host_range(CUdeviceptr ptr, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.live.upper_bound(ptr);
+  if (it == m.live.begin()) return nullptr;
+  --it;
+  const CUdeviceptr offset = ptr - it->first;
+  if (offset > it->second || bytes > it->second - offset) return nullptr;
+  return reinterpret_cast<char*>(static_cast<uintptr_t>(ptr - kDeviceOffset));
+}
+
+}  // namespace
+
+#define KILN_FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+KILN_FAKE_EXPORT CUresult cuInit(unsigned flags) {
+  return flags == 0 ? kSuccess : kInvalidValue;
+}
+
+KILN_FAKE_EXPORT CUresult cuDriverGetVersion(int* version) {
+  if (!version) return kInvalidValue;
+  *version = 13000;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
+  static constexpr struct {
+    CUresult result;
+    const char* name;
+  } kNames[] = {{kSuccess, "CUDA_SUCCESS"},
+                {kInvalidValue, "CUDA_ERROR_INVALID_VALUE"},
+                {kOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"},
+                {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE"},
+                {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE"},
+                {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED"}};
+  if (!name) return kInvalidValue;
+  *name = nullptr;
+  for (const auto& n : kNames)
+    if (n.result == error) *name = n.name;
+  return *name ? kSuccess : kInvalidValue;
+}
+
+// One device, ordinal 0.
+KILN_FAKE_EXPORT CUresult cuDeviceGetCount(int* count) {
+  if (!count) return kInvalidValue;
+  *count = 1;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!device) return kInvalidValue;
+  if (ordinal != 0) return kInvalidDevice;
+  *device = 0;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  if (!name || length <= 0) return kInvalidValue;
+  if (device != 0) return kInvalidDevice;
+  std::strncpy(name, "kiln fake GPU", static_cast<size_t>(length));
+  name[length - 1] = '\0';
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice device) {
+  if (!value) return kInvalidValue;
+  if (device != 0) return kInvalidDevice;
+  *value = 0;  // also the compute capability's minor number: the device is sm_90
+  if (attribute == kAttrMultiprocessorCount) *value = 132;  // an H100's
+  if (attribute == kAttrComputeCapabilityMajor) *value = 9;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
+  if (!bytes) return kInvalidValue;
+  if (device != 0) return kInvalidDevice;
+  *bytes = memory().limit;
+  return kSuccess;
+}
+
+// Contexts: one dummy primary context; nothing depends on which one is current.
+KILN_FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  static char primary;
+  if (!context) return kInvalidValue;
+  if (device != 0) return kInvalidDevice;
+  *context = reinterpret_cast<CUcontext>(&primary);
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuCtxSetCurrent(CUcontext) {
+  return kSuccess;
+}
+KILN_FAKE_EXPORT CUresult cuCtxSynchronize() {
+  return kSuccess;
+}
+
+// Device memory.
+KILN_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  if (!ptr || bytes == 0) return kInvalidValue;  // as the real driver: no empty allocations
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  if (bytes > m.limit - m.in_use || bytes > SIZE_MAX - kAlignment) return kOutOfMemory;
+  void* host = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  if (!host) return kOutOfMemory;
+  *ptr = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(host)) + kDeviceOffset;
+  m.live.emplace(*ptr, bytes);
+  m.in_use += bytes;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.live.find(ptr);
+  if (it == m.live.end()) return kInvalidValue;
+  std::free(reinterpret_cast<void*>(static_cast<uintptr_t>(ptr - kDeviceOffset)));
+  m.in_use -= it->second;
+  m.live.erase(it);
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  if (!free_bytes || !total_bytes) return kInvalidValue;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  *free_bytes = m.limit - m.in_use;
+  *total_bytes = m.limit;
+  return kSuccess;
+}
+
+// Copies. Empty copies succeed whatever the addresses, as with the real driver.
+KILN_FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  if (bytes == 0) return kSuccess;
+  char* to = host_range(dst, bytes);
+  if (!to || !src) return kInvalidValue;
+  std::memcpy(to, src, bytes);
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  if (bytes == 0) return kSuccess;
+  const char* from = host_range(src, bytes);
+  if (!from || !dst) return kInvalidValue;
+  std::memcpy(dst, from, bytes);
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                               CUstream) {
+  if (bytes == 0) return kSuccess;
+  char* to = host_range(dst, bytes);
+  const char* from = host_range(src, bytes);
+  if (!to || !from) return kInvalidValue;
+  std::memmove(to, from, bytes);  // the ranges may overlap within one allocation
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
+                                               CUstream) {
+  return cuMemcpyHtoD_v2(dst, src, bytes);
+}
+
+KILN_FAKE_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream) {
+  return cuMemcpyDtoH_v2(dst, src, bytes);
+}
+
+KILN_FAKE_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count,
+                                           CUstream) {
+  if (count == 0) return kSuccess;
+  if (dst % 4 != 0 || count > SIZE_MAX / 4) return kInvalidValue;  // the driver needs alignment
+  char* to = host_range(dst, count * 4);
+  if (!to) return kInvalidValue;
+  for (size_t i = 0; i < count; ++i) std::memcpy(to + i * 4, &value, 4);
+  return kSuccess;
+}
+
+// Pinned host memory is ordinary host memory: the host may read it.
+KILN_FAKE_EXPORT CUresult cuMemHostAlloc(void** ptr, size_t bytes, unsigned) {
+  if (!ptr || bytes == 0) return kInvalidValue;
+  *ptr = std::malloc(bytes);
+  return *ptr ? kSuccess : kOutOfMemory;
+}
+
+KILN_FAKE_EXPORT CUresult cuMemFreeHost(void* ptr) {
+  std::free(ptr);
+  return kSuccess;
+}
+
+// Streams: work runs as it is enqueued, so a stream never has work pending.
+KILN_FAKE_EXPORT CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
+  if (!stream) return kInvalidValue;
+  *stream = new CUstream_st{flags};
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (!stream) return kInvalidHandle;
+  delete stream;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream) {
+  return kSuccess;
+}
+KILN_FAKE_EXPORT CUresult cuStreamQuery(CUstream) {
+  return kSuccess;
+}
+KILN_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) {
+  return kSuccess;
+}
+
+// Events: complete as soon as recorded; a recorded event keeps the time it was recorded.
+KILN_FAKE_EXPORT CUresult cuEventCreate(CUevent* event, unsigned flags) {
+  if (!event) return kInvalidValue;
+  *event = new CUevent_st{flags, false, {}};
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuEventRecord(CUevent event, CUstream) {
+  if (!event) return kInvalidHandle;
+  event->recorded = true;
+  event->at = std::chrono::steady_clock::now();
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuEventQuery(CUevent event) {
+  return event ? kSuccess : kInvalidHandle;
+}
+KILN_FAKE_EXPORT CUresult cuEventSynchronize(CUevent event) {
+  return event ? kSuccess : kInvalidHandle;
+}
+
+KILN_FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+  if (!event) return kInvalidHandle;
+  delete event;
+  return kSuccess;
+}
+
+// As the real driver, timing needs two recorded events made without kEventDisableTiming.
+KILN_FAKE_EXPORT CUresult cuEventElapsedTime(float* milliseconds, CUevent start, CUevent end) {
+  if (!milliseconds) return kInvalidValue;
+  if (!start || !end || !start->recorded || !end->recorded) return kInvalidHandle;
+  if ((start->flags | end->flags) & kEventDisableTiming) return kInvalidHandle;
+  *milliseconds = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return kSuccess;
+}
+
+// Modules and kernels: none load and none run. The refusal goes into the JIT error log, which
+// kiln shows when a module fails to load.
+KILN_FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void*, unsigned count,
+                                             int* options, void** values) {
+  if (module) *module = nullptr;
+  char* log = nullptr;
+  size_t log_bytes = 0;
+  for (unsigned i = 0; options && values && i < count; ++i) {
+    if (options[i] == kJitErrorLogBuffer) log = static_cast<char*>(values[i]);
+    // A size option's value is the size itself, stored in the pointer.
+    if (options[i] == kJitErrorLogBufferSizeBytes)
+      log_bytes = reinterpret_cast<uintptr_t>(values[i]);
+  }
+  if (log && log_bytes > 0) {
+    std::strncpy(log, "the kiln fake CUDA driver runs no kernels", log_bytes);
+    log[log_bytes - 1] = '\0';
+  }
+  return kNotSupported;
+}
+
+KILN_FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char*) {
+  if (function) *function = nullptr;
+  return kNotSupported;
+}
+
+KILN_FAKE_EXPORT CUresult cuModuleUnload(CUmodule) {
+  return kNotSupported;
+}
+
+KILN_FAKE_EXPORT CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                         unsigned, unsigned, unsigned, CUstream, void**, void**) {
+  return kNotSupported;
+}
+
+// For tests: the device memory kiln holds from the driver right now.
+KILN_FAKE_EXPORT size_t kiln_fake_cuda_bytes_in_use() {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return m.in_use;
+}
+
+KILN_FAKE_EXPORT int kiln_fake_cuda_live_allocations() {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  return static_cast<int>(m.live.size());
+}
+
+// Every entry point has exactly the signature kiln resolves it with (driver.h's Api).
+// clang-format off
+#define KILN_FAKE_SAME(name) \
+  static_assert(std::is_same_v<decltype(&name), decltype(Api::name)>, #name)
+KILN_FAKE_SAME(cuInit); KILN_FAKE_SAME(cuDriverGetVersion); KILN_FAKE_SAME(cuGetErrorName);
+KILN_FAKE_SAME(cuDeviceGetCount); KILN_FAKE_SAME(cuDeviceGet); KILN_FAKE_SAME(cuDeviceGetName);
+KILN_FAKE_SAME(cuDeviceGetAttribute); KILN_FAKE_SAME(cuDeviceTotalMem_v2);
+KILN_FAKE_SAME(cuDevicePrimaryCtxRetain); KILN_FAKE_SAME(cuCtxSetCurrent);
+KILN_FAKE_SAME(cuCtxSynchronize); KILN_FAKE_SAME(cuMemAlloc_v2); KILN_FAKE_SAME(cuMemFree_v2);
+KILN_FAKE_SAME(cuMemGetInfo_v2); KILN_FAKE_SAME(cuEventCreate); KILN_FAKE_SAME(cuEventRecord);
+KILN_FAKE_SAME(cuEventQuery); KILN_FAKE_SAME(cuEventSynchronize); KILN_FAKE_SAME(cuEventDestroy_v2);
+KILN_FAKE_SAME(cuMemcpyHtoD_v2); KILN_FAKE_SAME(cuMemcpyDtoH_v2);
+KILN_FAKE_SAME(cuMemcpyDtoDAsync_v2); KILN_FAKE_SAME(cuMemsetD32Async);
+KILN_FAKE_SAME(cuModuleLoadDataEx); KILN_FAKE_SAME(cuModuleGetFunction);
+KILN_FAKE_SAME(cuModuleUnload); KILN_FAKE_SAME(cuStreamCreate); KILN_FAKE_SAME(cuStreamDestroy_v2);
+KILN_FAKE_SAME(cuStreamSynchronize); KILN_FAKE_SAME(cuStreamQuery);
+KILN_FAKE_SAME(cuStreamWaitEvent); KILN_FAKE_SAME(cuEventElapsedTime);
+KILN_FAKE_SAME(cuMemHostAlloc); KILN_FAKE_SAME(cuMemFreeHost); KILN_FAKE_SAME(cuMemcpyHtoDAsync_v2);
+KILN_FAKE_SAME(cuMemcpyDtoHAsync_v2); KILN_FAKE_SAME(cuLaunchKernel);
+#undef KILN_FAKE_SAME
+// clang-format on
