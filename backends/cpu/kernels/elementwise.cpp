@@ -70,7 +70,8 @@ void numeric_unary(KernelCall& c, F body) {
 KILN_FLOAT_UNARY(exp, std::exp(x), x.exp())
 KILN_FLOAT_UNARY(log, std::log(x), x.log())
 KILN_FLOAT_UNARY(log1p, std::log1p(x), x.log1p())
-KILN_FLOAT_UNARY(sqrt, std::sqrt(x), x.sqrt())
+// Eigen 3.4's vectorized sqrt (x * rsqrt(x) under its fast math) makes sqrt(inf) NaN.
+KILN_FLOAT_UNARY(sqrt, std::sqrt(x), (x == std::numeric_limits<T>::infinity()).select(x, x.sqrt()))
 KILN_FLOAT_UNARY(rsqrt, T(1) / std::sqrt(x), x.rsqrt())
 KILN_FLOAT_UNARY(sin, std::sin(x), x.sin())
 KILN_FLOAT_UNARY(cos, std::cos(x), x.cos())
