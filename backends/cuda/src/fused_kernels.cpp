@@ -120,13 +120,19 @@ void FusedKernelModule::launch(const std::string& name, std::span<void* const> b
   std::vector<void*> params;
   for (void*& p : pointers) params.push_back(&p);
   for (int64_t& d : sizes) params.push_back(&d);
+  launch_with(name, g, params.data());
+}
+
+void FusedKernelModule::launch_with(const std::string& name, LaunchGeometry geometry,
+                                    void** params) const {
+  const FusedKernelInfo& k = kernel(name);
   const driver::Api& api = use_device(device_);
   const size_t index = static_cast<size_t>(&k - kernels_.data());
   driver::check(api,
-                api.cuLaunchKernel(loaded_->functions[index], static_cast<unsigned>(g.grid), 1, 1,
-                                   static_cast<unsigned>(g.block), 1, 1, 0,
+                api.cuLaunchKernel(loaded_->functions[index], static_cast<unsigned>(geometry.grid),
+                                   1, 1, static_cast<unsigned>(geometry.block), 1, 1, 0,
                                    static_cast<driver::CUstream>(current_stream(device_).handle()),
-                                   params.data(), nullptr),
+                                   params, nullptr),
                 "cuLaunchKernel",
                 "an earlier kernel may have failed (rerun with CUDA_LAUNCH_BLOCKING=1 to find "
                 "it); check the kernel's buffers are memory of this GPU.");

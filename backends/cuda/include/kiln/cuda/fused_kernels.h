@@ -69,6 +69,11 @@ class FusedKernelModule {
   // is null and every dim is known; returns before the kernel runs.
   void launch(const std::string& name, std::span<void* const> buffers,
               std::span<const int64_t> dims) const;
+  // Queues kernel `name` with the caller's grid and parameters (`params[i]` points at the
+  // kernel's i-th parameter): for kernels whose parameters are not buffers then dims, such as
+  // the eager elementwise kernels (kiln/cuda/elementwise_kernels.h).
+  void launch_with(const std::string& name, LaunchGeometry geometry, void** params) const;
+  int multiprocessors() const { return multiprocessors_; }
 
  private:
   struct Loaded;

@@ -1,0 +1,115 @@
+// The eager elementwise kernel of every op with a scalar body on CUDA tensors
+// (kiln/cuda/elementwise_kernels.h): plan the reads, find the op's kernel for that plan (made
+// by NVRTC at its first use, once per GPU), launch it on the thread's current stream.
+#include "kiln/cuda/elementwise_kernels.h"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "kiln/cuda/device.h"
+#include "kiln/cuda/fused_kernels.h"
+#include "kiln/cuda/nvrtc.h"
+#include "kiln/error.h"
+#include "kiln/ops/to_device.h"
+#include "kiln/ops/view.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+struct CompiledKernel {
+  std::string name;
+  std::unique_ptr<FusedKernelModule> module;
+};
+
+// Kernels by GPU and key. A kernel, once made, lives as long as the process, like PyTorch's
+// jiterator kernels: there are a few per op and dtype.
+class KernelCache {
+ public:
+  template <class MakeSource>
+  const CompiledKernel& get(int device, const std::string& key, const OpDef& op,
+                            MakeSource&& make_source) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = kernels_[std::to_string(device) + "|" + key];
+    if (!slot) {
+      auto made = std::make_unique<CompiledKernel>();
+      made->name = op.name + "_" + std::to_string(kernels_.size());
+      const DeviceProperties gpu = get_device_properties(device);
+      nvrtc::Options options;
+      options.arch = "compute_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
+      const std::string ptx = nvrtc::compile_to_ptx(make_source(made->name), made->name + ".cu", options);
+      made->module = std::make_unique<FusedKernelModule>(
+          ptx, std::vector<FusedKernelInfo>{{made->name, FusedKernelKind::Elementwise, 0, 1}}, device);
+      slot = std::move(made);
+    }
+    return *slot;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<CompiledKernel>> kernels_;
+};
+
+KernelCache& cache() {
+  static auto* kernels = new KernelCache;  // leaked: tensors may run kernels while statics die
+  return *kernels;
+}
+
+// Computes into the contiguous `out`.
+void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& out) {
+  ElementwisePlan plan = plan_elementwise(inputs, out.sizes());
+  if (plan.numel == 0) return;
+  for (const Tensor& t : inputs) plan.output_aliases_input |= t.shares_storage(out);
+  std::vector<DType> dtypes;
+  for (const Tensor& t : inputs) dtypes.push_back(t.dtype());
+  const int device = out.device().index;
+  const std::string key = elementwise_kernel_key(op, attrs, dtypes, out.dtype(), plan);
+  const CompiledKernel& kernel = cache().get(device, key, op, [&](const std::string& name) {
+    return elementwise_kernel_source(op, attrs, dtypes, out.dtype(), plan, name);
+  });
+
+  std::vector<const void*> pointers;
+  for (const Tensor& t : inputs) pointers.push_back(t.raw_data());
+  void* out_pointer = out.raw_data();
+  long long n = plan.numel;
+  KernelDims dims = kernel_dims(plan);
+  std::vector<void*> params;
+  for (const void*& p : pointers) params.push_back(&p);
+  params.push_back(&out_pointer);
+  params.push_back(&n);
+  params.push_back(&dims);
+  const FusedKernelInfo info{kernel.name, FusedKernelKind::Elementwise, 0, 1};
+  const int64_t count[] = {plan.numel};
+  kernel.module->launch_with(kernel.name,
+                             launch_geometry(info, count, kernel.module->multiprocessors()),
+                             params.data());
+}
+
+void elementwise_kernel(KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  if (out.is_contiguous()) {
+    run_elementwise(c.op, c.inputs, c.attrs, out);
+    return;
+  }
+  // An in-place op on a strided view: computed densely, then copied into the view.
+  Tensor dense = Tensor::empty(out.sizes(), out.dtype(), out.device());
+  run_elementwise(c.op, c.inputs, c.attrs, dense);
+  Tensor copy_out[] = {out};
+  const TensorTypes types = {{out.dtype(), Shape(out.sizes()), out.device()}};
+  KernelCall copy{ops::clone, std::span<const Tensor>(&dense, 1), no_attrs(), copy_out, types};
+  ops::copy_across_devices(copy);
+}
+
+}  // namespace
+
+void register_elementwise_kernels() {
+  for (OpDef* op : all_ops()) {
+    if (op->lowering != LoweringClass::Elementwise || !op->scalar_body) continue;
+    KernelFn& slot = op->kernels[static_cast<size_t>(DeviceType::CUDA)];
+    if (!slot) slot = elementwise_kernel;
+  }
+}
+
+}  // namespace kiln::cuda

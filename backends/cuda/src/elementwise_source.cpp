@@ -1,0 +1,244 @@
+// Planning an elementwise kernel's reads from the tensors' strides, and writing its CUDA C
+// (kiln/cuda/elementwise_kernels.h). Nothing here needs a GPU or NVRTC: tests check the plan
+// and compile the source on the host.
+#include <algorithm>
+#include <sstream>
+
+#include "cuda_c_builder.h"
+#include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/error.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+// A dim of the iteration space and each input's stride along it.
+struct Dim {
+  int64_t size;
+  std::array<int64_t, kMaxKernelInputs> strides;
+};
+
+const char* storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::Bool:
+      return "unsigned char";
+    case DType::Float16:
+    case DType::BFloat16:
+      return "unsigned short";
+    default:
+      return CudaCBuilder::compute_type(dtype);
+  }
+}
+
+std::string load(DType dtype, const std::string& element) {
+  switch (dtype) {
+    case DType::Bool:
+      return "(" + element + " != 0)";
+    case DType::Float16:
+      return "kiln_load_f16(" + element + ")";
+    case DType::BFloat16:
+      return "kiln_load_bf16(" + element + ")";
+    default:
+      return element;
+  }
+}
+
+std::string store(DType dtype, const std::string& value) {
+  switch (dtype) {
+    case DType::Bool:
+      return "(unsigned char)(" + value + ")";
+    case DType::Float16:
+      return "kiln_store_f16(" + value + ")";
+    case DType::BFloat16:
+      return "kiln_store_bf16(" + value + ")";
+    default:
+      return value;
+  }
+}
+
+const char* access_letter(InputAccess a) {
+  switch (a) {
+    case InputAccess::Dense:
+      return "d";
+    case InputAccess::Single:
+      return "1";
+    case InputAccess::Strided:
+      return "s";
+  }
+  return "?";
+}
+
+// The GPU's prelude: qualifiers, the grid-stride loop, float16/bfloat16 conversions (by PTX's
+// cvt, so no CUDA header is needed) and the dims struct. Tests define KILN_KERNEL_PRELUDE and
+// their own host versions of these before the kernel.
+constexpr const char* kPrelude = R"(#ifndef KILN_KERNEL_PRELUDE
+#define KILN_KERNEL_PRELUDE
+#define KILN_DEVICE static __device__ __forceinline__
+#define KILN_KERNEL extern "C" __global__
+#define KILN_FOR_EACH_ELEMENT(i, n) \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+       i += (long long)blockDim.x * gridDim.x)
+KILN_DEVICE float kiln_load_f16(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+KILN_DEVICE unsigned short kiln_store_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+KILN_DEVICE float kiln_load_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+KILN_DEVICE unsigned short kiln_store_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+struct KilnDims {
+  long long sizes[8];
+  long long strides[4][8];
+};
+#endif
+)";
+
+}  // namespace
+
+ElementwisePlan plan_elementwise(std::span<const Tensor> inputs, IntList out_sizes) {
+  KILN_CHECK(inputs.size() <= kMaxKernelInputs, "[cuda] elementwise kernels take at most ",
+             kMaxKernelInputs, " inputs, got ", inputs.size(), ".");
+  ElementwisePlan plan;
+  plan.numel = numel(out_sizes);
+  const size_t n = out_sizes.size();
+  // The output's dims, innermost first, each input's stride along it (0 where it broadcasts);
+  // dims of size 1 drop out.
+  std::vector<Dim> dims;
+  for (size_t d = n; d-- > 0;) {
+    if (out_sizes[d] == 1) continue;
+    Dim dim{out_sizes[d], {}};
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const Tensor& t = inputs[k];
+      const int64_t j = static_cast<int64_t>(d) - static_cast<int64_t>(n - t.sizes().size());
+      dim.strides[k] = (j < 0 || t.sizes()[static_cast<size_t>(j)] == 1) ? 0 : t.strides()[static_cast<size_t>(j)];
+    }
+    // Merges into the dim inside it when every input steps over both as over one.
+    if (!dims.empty()) {
+      Dim& inner = dims.back();
+      bool merges = true;
+      for (size_t k = 0; k < inputs.size(); ++k)
+        merges = merges && dim.strides[k] == inner.strides[k] * inner.size;
+      if (merges) {
+        inner.size *= dim.size;
+        continue;
+      }
+    }
+    dims.push_back(dim);
+  }
+  std::reverse(dims.begin(), dims.end());  // outermost first, as the kernel indexes
+
+  bool any_strided = false;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    InputAccess access = InputAccess::Dense;
+    if (inputs[k].numel() == 1) {
+      access = InputAccess::Single;
+    } else {
+      int64_t expected = 1;  // the strides of a dense input over the merged dims
+      for (size_t d = dims.size(); d-- > 0;) {
+        if (dims[d].strides[k] != expected) access = InputAccess::Strided;
+        expected *= dims[d].size;
+      }
+    }
+    any_strided = any_strided || access == InputAccess::Strided;
+    plan.access.push_back(access);
+  }
+  plan.strides.resize(inputs.size());
+  if (!any_strided) return plan;
+  KILN_CHECK(dims.size() <= kMaxKernelDims, "[cuda] expected an elementwise op's operands to "
+             "need at most ", kMaxKernelDims, " dims once contiguous dims merge, found ",
+             dims.size(), " (output ", shape_str(out_sizes), "). Fix: make the strided inputs "
+             "contiguous first (x.contiguous()).");
+  plan.rank = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    plan.sizes[d] = dims[d].size;
+    for (size_t k = 0; k < inputs.size(); ++k) plan.strides[k][d] = dims[d].strides[k];
+  }
+  return plan;
+}
+
+KernelDims kernel_dims(const ElementwisePlan& plan) {
+  KernelDims out{};
+  for (int d = 0; d < plan.rank; ++d) {
+    out.sizes[d] = plan.sizes[static_cast<size_t>(d)];
+    for (size_t k = 0; k < plan.strides.size(); ++k)
+      out.strides[k][d] = plan.strides[k][static_cast<size_t>(d)];
+  }
+  return out;
+}
+
+std::string elementwise_kernel_key(const OpDef& op, const Attrs& attrs,
+                                   std::span<const DType> inputs, DType output,
+                                   const ElementwisePlan& plan) {
+  std::ostringstream key;
+  key << op.name << attrs.str() << "(";
+  for (size_t k = 0; k < inputs.size(); ++k)
+    key << (k ? "," : "") << dtype_name(inputs[k]) << ":" << access_letter(plan.access[k]);
+  key << ")->" << dtype_name(output) << "/rank" << plan.rank
+      << (plan.output_aliases_input ? "/aliased" : "");
+  return key.str();
+}
+
+std::string elementwise_kernel_source(const OpDef& op, const Attrs& attrs,
+                                      std::span<const DType> inputs, DType output,
+                                      const ElementwisePlan& plan, const std::string& name) {
+  KILN_CHECK(op.scalar_body, "[cuda] op ", op.name, " has no scalar body, so no generated "
+             "elementwise kernel. Fix: give it a CUDA kernel of its own.");
+  CudaCBuilder b;
+  std::vector<ScalarValue> operands;
+  std::string params;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    operands.push_back(b.parameter("a" + std::to_string(k), inputs[k]));
+    params += std::string(k ? ", " : "") + CudaCBuilder::compute_type(inputs[k]) + " a" + std::to_string(k);
+  }
+  const ScalarValue result = op.scalar_body(b, attrs, operands);
+  KILN_CHECK(b.dtype(result) == output, "[cuda] ", op.name, "'s scalar body returned ",
+             b.dtype(result), " but the op's output is ", output,
+             ". Fix: cast the result in the op's scalar_body.");
+
+  std::ostringstream s;
+  s << "// kiln eager kernel: " << elementwise_kernel_key(op, attrs, inputs, output, plan) << "\n"
+    << kPrelude << "KILN_DEVICE " << CudaCBuilder::compute_type(output) << " " << name << "_body("
+    << params << ") {\n"
+    << b.statements() << "  return " << b.name(result) << ";\n}\n"
+    << "KILN_KERNEL void " << name << "(";
+  const char* qualifier = plan.output_aliases_input ? "" : " __restrict__";
+  for (size_t k = 0; k < inputs.size(); ++k)
+    s << "const " << storage_type(inputs[k]) << "*" << qualifier << " in" << k << ", ";
+  s << storage_type(output) << "*" << qualifier << " out, long long n, KilnDims dims) {\n"
+    << "  KILN_FOR_EACH_ELEMENT(i, n) {\n";
+  if (plan.rank > 0) {
+    // The strided inputs' offsets from the flat index, outermost dim last.
+    s << "    long long rest = i;\n";
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (plan.access[k] == InputAccess::Strided) s << "    long long o" << k << " = 0;\n";
+    for (int d = plan.rank; d-- > 0;) {
+      const std::string index = d == 0 ? "rest" : "rest % dims.sizes[" + std::to_string(d) + "]";
+      s << "    {\n      const long long index = " << index << ";\n";
+      for (size_t k = 0; k < inputs.size(); ++k)
+        if (plan.access[k] == InputAccess::Strided)
+          s << "      o" << k << " += index * dims.strides[" << k << "][" << d << "];\n";
+      if (d > 0) s << "      rest /= dims.sizes[" << d << "];\n";
+      s << "    }\n";
+    }
+  }
+  std::string call = name + "_body(";
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string offset = plan.access[k] == InputAccess::Dense    ? "i"
+                               : plan.access[k] == InputAccess::Single ? "0"
+                                                                       : "o" + std::to_string(k);
+    call += (k ? ", " : "") + load(inputs[k], "in" + std::to_string(k) + "[" + offset + "]");
+  }
+  s << "    out[i] = " << store(output, call + ")") << ";\n  }\n}\n";
+  return s.str();
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,347 @@
+// The eager CUDA elementwise kernels, checked without a GPU. Every op with a scalar body, on
+// every dtype it accepts and with its attribute variants, in dense, broadcast, one-element and
+// strided layouts, becomes one kernel; all of them are
+//   - compiled by NVRTC for sm_90 and assembled by ptxas (what the GPU would load), and
+//   - compiled on the host with a host prelude (kHostPrelude below) and run on CPU
+//     tensors, against the eager CPU kernels: the plan, the index arithmetic, the loads and
+//     stores and each op's C all run as the GPU would run them.
+// On a GPU, tests/cuda/tensor_test.cpp runs them for real.
+#include "kiln/cuda/elementwise_kernels.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/cuda/nvrtc.h"
+#include "kiln/dispatch.h"
+#include "kiln/kiln.h"
+#include "kiln/ops/elementwise.h"
+#include "test_util.h"
+#include "values_close.h"
+
+namespace kiln::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- planning ----
+
+TEST(CudaElementwisePlan, SameShapedContiguousInputsAreReadAtTheFlatIndex) {
+  Tensor a = zeros({4, 5}), b = zeros({4, 5});
+  ElementwisePlan plan = plan_elementwise(std::vector<Tensor>{a, b}, {4, 5});
+  EXPECT_EQ(plan.numel, 20);
+  EXPECT_EQ(plan.rank, 0);
+  EXPECT_EQ(plan.access, (std::vector<InputAccess>{InputAccess::Dense, InputAccess::Dense}));
+}
+
+TEST(CudaElementwisePlan, ABroadcastBiasIsStridedOverTheMergedDims) {
+  Tensor x = zeros({2, 3, 4}), bias = zeros({4}), scale = Tensor::scalar(2.0);
+  ElementwisePlan plan = plan_elementwise(std::vector<Tensor>{x, bias, scale}, {2, 3, 4});
+  // [2, 3] merge (every input steps over them as over one dim); [.., 4] stays apart.
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.sizes[0], 6);
+  EXPECT_EQ(plan.sizes[1], 4);
+  EXPECT_EQ(plan.access, (std::vector<InputAccess>{InputAccess::Dense, InputAccess::Strided,
+                                                   InputAccess::Single}));
+  EXPECT_EQ(plan.strides[1][0], 0);
+  EXPECT_EQ(plan.strides[1][1], 1);
+}
+
+TEST(CudaElementwisePlan, ViewsKeepTheirStridesAndSizeOneDimsDropOut) {
+  Tensor base = zeros({4, 6});
+  Tensor columns = base.slice(1, 1, 4);  // [4, 3] with strides [6, 1]
+  ElementwisePlan plan = plan_elementwise(std::vector<Tensor>{columns}, {4, 3});
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.access[0], InputAccess::Strided);
+  EXPECT_EQ(plan.strides[0][0], 6);
+  EXPECT_EQ(plan.strides[0][1], 1);
+  Tensor transposed = zeros({1, 3, 1, 5}).transpose(1, 3);  // [1, 5, 1, 3]
+  plan = plan_elementwise(std::vector<Tensor>{transposed}, {1, 5, 1, 3});
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.sizes[0], 5);
+  EXPECT_EQ(plan.sizes[1], 3);
+}
+
+TEST(CudaElementwisePlan, TooManyDimsThatCannotMergeAreRefused) {
+  // A 9-D tensor with its dims reversed: its strides grow inward, so no two dims merge.
+  Tensor x = zeros({2, 2, 2, 2, 2, 2, 2, 2, 2}).permute({8, 7, 6, 5, 4, 3, 2, 1, 0});
+  Shape out(x.sizes());
+  expect_error([&] { plan_elementwise(std::vector<Tensor>{x}, out); },
+               {"[cuda] expected an elementwise op's operands to need at most 8 dims",
+                "found 9", "Fix: make the strided inputs contiguous first"});
+}
+
+// ---- every kernel ----
+
+// One generated kernel and the CPU tensors it runs on.
+struct KernelCase {
+  std::string name;
+  const OpDef* op;
+  std::unique_ptr<Attrs> attrs;
+  std::vector<Tensor> inputs;
+  Tensor expected;  // the eager CPU kernel's result
+  ElementwisePlan plan;
+};
+
+// Values that reach the corners of each dtype's arithmetic (NaN, infinities, signed zero,
+// halves for rounding, negative integers, large ones that wrap when multiplied).
+Tensor values(DType dtype, IntList sizes, int seed) {
+  static const std::vector<double> floats = {-3.5, -1,  -0.5, -0.0, 0,   0.25, 0.5,  1,
+                                             1.5,  2.5, 3,    7.25, 100, -40,  NAN,  INFINITY,
+                                             -INFINITY, 1e-3, 0.75, -2.5, 1e4,  -7};
+  static const std::vector<double> ints = {-7, -1, 0, 1, 2, 3, 5, 100, -100, 46341, -46341, 12};
+  std::vector<double> v(static_cast<size_t>(numel(sizes)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t k = (i * 7 + static_cast<size_t>(seed) * 5) % 97;
+    if (dtype == kBool)
+      v[i] = (k % 3) == 0;
+    else if (is_floating(dtype))
+      v[i] = floats[k % floats.size()];
+    else
+      v[i] = ints[k % ints.size()];
+  }
+  return Tensor::from_vector(v, sizes).to(dtype);
+}
+
+// The attribute variants an op's kernels are made with.
+std::vector<std::unique_ptr<Attrs>> attr_variants(const OpDef& op) {
+  std::vector<std::unique_ptr<Attrs>> out;
+  auto add = [&](auto attrs) { out.push_back(std::make_unique<decltype(attrs)>(attrs)); };
+  if (&op == &ops::gelu) {
+    add(ops::GeluAttrs{});
+    ops::GeluAttrs tanh;
+    tanh.tanh_approximation = true;
+    add(tanh);
+  } else if (&op == &ops::clamp) {
+    ops::ClampAttrs both, low;
+    both.min = -1, both.max = 2;
+    low.min = 0.5;
+    add(both), add(low);
+  } else if (&op == &ops::pow_scalar) {
+    for (double e : {2.0, 0.5, -1.5}) {
+      ops::PowScalarAttrs a;
+      a.exponent = e;
+      add(a);
+    }
+  } else if (&op == &ops::cast) {
+    for (DType to : {kBool, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64}) {
+      ops::CastAttrs a;
+      a.dtype = to;
+      add(a);
+    }
+  } else {
+    out.push_back(op.attrs_prototype->clone());
+  }
+  return out;
+}
+
+// The eager CPU result, or nothing when the op refuses these inputs (a dtype it does not take).
+std::optional<Tensor> cpu_result(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  try {
+    return dispatch(op, inputs, attrs)[0];
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Every kernel: op x attribute variant x input dtype x layout.
+std::vector<KernelCase> every_kernel() {
+  init();
+  std::vector<KernelCase> cases;
+  const std::vector<DType> dtypes = {kBool, kInt32, kInt64, kFloat32, kFloat64, kFloat16, kBFloat16};
+  for (OpDef* op : all_ops()) {
+    if (op->lowering != LoweringClass::Elementwise || !op->scalar_body) continue;
+    const size_t arity = op->input_names.size();
+    for (auto& attrs : attr_variants(*op)) {
+      for (DType dtype : dtypes) {
+        // Layouts: dense; the last input broadcast along rows; the last input one element;
+        // the first input a transposed view.
+        for (int layout = 0; layout < 4; ++layout) {
+          std::vector<Tensor> inputs;
+          for (size_t k = 0; k < arity; ++k) {
+            const DType t = (op == &ops::where && k == 0) ? kBool : dtype;
+            const bool last = k + 1 == arity;
+            if (layout == 1 && last && arity > 1)
+              inputs.push_back(values(t, {13}, static_cast<int>(k)));
+            else if (layout == 2 && last && arity > 1)
+              inputs.push_back(values(t, {}, static_cast<int>(k)));
+            else if (layout == 3 && k == 0)
+              inputs.push_back(values(t, {13, 3}, static_cast<int>(k)).transpose(0, 1));
+            else
+              inputs.push_back(values(t, {3, 13}, static_cast<int>(k)));
+          }
+          if ((layout == 1 || layout == 2) && arity < 2) continue;
+          std::optional<Tensor> expected = cpu_result(*op, inputs, *attrs);
+          if (!expected) continue;
+          KernelCase c;
+          c.name = op->name + "_" + std::to_string(cases.size());
+          c.op = op;
+          c.attrs = attrs->clone();
+          c.inputs = inputs;
+          c.expected = *expected;
+          c.plan = plan_elementwise(inputs, expected->sizes());
+          c.plan.output_aliases_input = cases.size() % 5 == 0;  // in-place kernels' source too
+          cases.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::string source_of(const KernelCase& c) {
+  std::vector<DType> dtypes;
+  for (const Tensor& t : c.inputs) dtypes.push_back(t.dtype());
+  return elementwise_kernel_source(*c.op, *c.attrs, dtypes, c.expected.dtype(), c.plan, c.name);
+}
+
+std::string all_sources(const std::vector<KernelCase>& cases) {
+  std::string out;
+  for (const KernelCase& c : cases) out += source_of(c);
+  return out;
+}
+
+fs::path scratch_dir() {
+  fs::path dir = fs::temp_directory_path() / ("kiln_cuda_kernels_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(CudaElementwiseKernels, EveryOpOnEveryDtypeAndLayoutMakesAKernel) {
+  const std::vector<KernelCase> cases = every_kernel();
+  std::set<std::string> ops_covered;
+  for (const KernelCase& c : cases) ops_covered.insert(c.op->name);
+  for (OpDef* op : all_ops())
+    if (op->lowering == LoweringClass::Elementwise && op->scalar_body)
+      EXPECT_TRUE(ops_covered.count(op->name)) << op->name << " made no kernel";
+  EXPECT_GT(cases.size(), 300u);
+  // Every elementwise op has its CUDA kernel slot filled.
+  for (OpDef* op : all_ops())
+    if (op->lowering == LoweringClass::Elementwise && op->scalar_body)
+      EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
+}
+
+TEST(CudaElementwiseKernels, NvrtcCompilesEveryKernelAndPtxasAssemblesIt) {
+  if (!nvrtc::available()) GTEST_SKIP() << "no NVRTC: " << nvrtc::unavailable_reason();
+  const std::vector<KernelCase> cases = every_kernel();
+  const std::string ptx = nvrtc::compile_to_ptx(all_sources(cases), "eager_kernels.cu");
+  for (const KernelCase& c : cases)
+    EXPECT_NE(ptx.find(".entry " + c.name + "("), std::string::npos) << c.name;
+  const char* home = std::getenv("CUDA_HOME");
+  const fs::path ptxas = fs::path(home && *home ? home : "/usr/local/cuda") / "bin" / "ptxas";
+  if (!fs::exists(ptxas)) GTEST_SKIP() << "no ptxas at " << ptxas << " to assemble the PTX";
+  const fs::path dir = scratch_dir();
+  std::ofstream(dir / "kernels.ptx") << ptx;
+  const std::string command = ptxas.string() + " -arch=sm_90 " + (dir / "kernels.ptx").string() +
+                              " -o " + (dir / "kernels.cubin").string() + " 2> " +
+                              (dir / "ptxas.log").string();
+  const int status = std::system(command.c_str());
+  std::ifstream log(dir / "ptxas.log");
+  EXPECT_EQ(status, 0) << std::string(std::istreambuf_iterator<char>(log), {});
+  fs::remove_all(dir);
+}
+
+// The host versions of what the GPU prelude defines (the kernels' own code is unchanged).
+constexpr const char* kHostPrelude = R"(#define KILN_KERNEL_PRELUDE
+#include <math.h>
+#include <string.h>
+#include "kiln/half.h"
+#define KILN_DEVICE static inline
+#define KILN_KERNEL extern "C"
+#define KILN_FOR_EACH_ELEMENT(i, n) for (long long i = 0; i < (n); ++i)
+#define __restrict__ __restrict
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float __int_as_float(int b) { float f; memcpy(&f, &b, 4); return f; }
+static inline float __uint_as_float(unsigned b) { float f; memcpy(&f, &b, 4); return f; }
+static inline double __longlong_as_double(long long b) { double d; memcpy(&d, &b, 8); return d; }
+static inline float kiln_load_f16(unsigned short h) { kiln::Half x; memcpy(&x, &h, 2); return x; }
+static inline unsigned short kiln_store_f16(float f) { kiln::Half x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
+static inline float kiln_load_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+static inline unsigned short kiln_store_bf16(float f) { kiln::BFloat16 x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
+struct KilnDims { long long sizes[8]; long long strides[4][8]; };
+)";
+
+// Builds the kernels on the host into a shared library and opens it.
+std::shared_ptr<void> host_library(const std::vector<KernelCase>& cases, const fs::path& dir) {
+  std::ofstream(dir / "kernels.cpp") << kHostPrelude << all_sources(cases);
+  const std::string command = std::string(KILN_TEST_CXX) + " -std=c++20 -O1 -shared -fPIC -w -I" +
+                              KILN_TEST_RUNTIME_INCLUDE + " " + (dir / "kernels.cpp").string() +
+                              " -o " + (dir / "kernels.so").string() + " 2> " +
+                              (dir / "build.log").string();
+  if (std::system(command.c_str()) != 0) {
+    std::ifstream log(dir / "build.log");
+    ADD_FAILURE() << "the host build of the kernels failed:\n"
+                  << std::string(std::istreambuf_iterator<char>(log), {}).substr(0, 4000);
+    return nullptr;
+  }
+  void* handle = dlopen((dir / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  EXPECT_NE(handle, nullptr) << dlerror();
+  return std::shared_ptr<void>(handle, [](void* h) {
+    if (h) dlclose(h);
+  });
+}
+
+// Runs kernel `c` from `library` on its CPU inputs, as the GPU would with the same arguments.
+Tensor run_on_host(void* library, const KernelCase& c) {
+  Tensor out = Tensor::empty(c.expected.sizes(), c.expected.dtype());
+  void* entry = dlsym(library, c.name.c_str());
+  EXPECT_NE(entry, nullptr) << c.name;
+  if (!entry) return out;
+  std::vector<const void*> in;
+  for (const Tensor& t : c.inputs) in.push_back(t.raw_data());
+  const long long n = c.plan.numel;
+  const KernelDims dims = kernel_dims(c.plan);
+  switch (in.size()) {
+    case 1:
+      reinterpret_cast<void (*)(const void*, void*, long long, KernelDims)>(entry)(
+          in[0], out.raw_data(), n, dims);
+      break;
+    case 2:
+      reinterpret_cast<void (*)(const void*, const void*, void*, long long, KernelDims)>(entry)(
+          in[0], in[1], out.raw_data(), n, dims);
+      break;
+    case 3:
+      reinterpret_cast<void (*)(const void*, const void*, const void*, void*, long long, KernelDims)>(
+          entry)(in[0], in[1], in[2], out.raw_data(), n, dims);
+      break;
+    default:
+      ADD_FAILURE() << c.name << ": " << in.size() << " inputs";
+  }
+  return out;
+}
+
+TEST(CudaElementwiseKernels, EveryKernelComputesWhatTheCpuKernelDoes) {
+  const std::vector<KernelCase> cases = every_kernel();
+  const fs::path dir = scratch_dir();
+  std::shared_ptr<void> library = host_library(cases, dir);
+  ASSERT_TRUE(library);
+  for (const KernelCase& c : cases) {
+    const Tensor got = run_on_host(library.get(), c);
+    // The eager CPU kernels of approximate ops use vectorized math (Eigen); the kernels use
+    // the C library's on the host and libdevice's on the GPU, each within a few ulp.
+    const bool approximate = c.op->numerics == Numerics::Approximate;
+    const bool single = c.expected.dtype() != kFloat64;
+    // Composites (binary_cross_entropy_with_logits: a sum of terms that cancel) lose a few
+    // more bits.
+    const double rtol = approximate ? (single ? 2e-5 : 1e-13) : 0;
+    const double atol = approximate ? (single ? 2e-6 : 1e-15) : 0;
+    count_mismatches(got.to_vector<double>(), c.expected.to_vector<double>(), rtol, atol,
+                     c.name + " " + c.op->name + c.attrs->str() + " on " +
+                         c.inputs[0].type_str());
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
