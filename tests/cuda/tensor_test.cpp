@@ -15,7 +15,7 @@
 #include "cuda/requirements.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/kiln.h"
-#include "kiln/ops/reduction.h"
+#include "kiln/ops/linalg.h"
 #include "test_util.h"
 #include "values_close.h"
 
@@ -248,10 +248,10 @@ TEST(CudaTensor, MixingDevicesNamesTheOpBothDevicesTheModuleAndTheFix) {
 
 TEST(CudaTensor, AnOpWithoutACudaKernelSaysSoAndTheWayAround) {
   REQUIRE_GPU();
-  if (ops::sum.kernels[static_cast<size_t>(DeviceType::CUDA)])
-    GTEST_SKIP() << "sum has a CUDA kernel: this message needs an op without one";
-  std::string m = error_of([] { ones({2}).to(kCUDA).sum(); });
-  EXPECT_TRUE(contains(m, "[sum] has no kernel for cuda:0 yet (it has kernels for: cpu)")) << m;
+  if (ops::matmul.kernels[static_cast<size_t>(DeviceType::CUDA)])
+    GTEST_SKIP() << "matmul has a CUDA kernel: this message needs an op without one";
+  std::string m = error_of([] { matmul(ones({2, 2}).to(kCUDA), ones({2, 2}).to(kCUDA)); });
+  EXPECT_TRUE(contains(m, "[matmul] has no kernel for cuda:0 yet (it has kernels for: cpu)")) << m;
   EXPECT_TRUE(contains(m, "Fix: move its inputs with .to(cpu)")) << m;
 }
 
@@ -271,7 +271,7 @@ void expect_same_on_gpu(const std::function<Tensor(const std::vector<Tensor>&)>&
                    "on the gpu");
 }
 
-TEST(CudaTensor, ElementwiseOpsBroadcastsViewsAndInPlaceWritesMatchTheCpu) {
+TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   REQUIRE_KERNELS();
   manual_seed(7);
   const Tensor x = randn({64, 33}), bias = randn({33}), mask = randn({64, 1}) > 0;
@@ -289,6 +289,13 @@ TEST(CudaTensor, ElementwiseOpsBroadcastsViewsAndInPlaceWritesMatchTheCpu) {
         return y;
       },
       {x});
+  // Reductions over some dims, all dims, and through a view; mean and var are composites.
+  expect_same_on_gpu([](const auto& in) { return in[0].sum({1}) + in[0].amax({1}); }, {x}, 1e-5);
+  expect_same_on_gpu([](const auto& in) { return in[0].t().mean({0}, true) * in[0].prod({0}).abs(); },
+                     {x}, 1e-5);
+  expect_same_on_gpu([](const auto& in) { return logical_or((in[0] > 0).all({0}), (in[0] < -2).any({0})); },
+                     {x});
+  expect_same_on_gpu([](const auto& in) { return in[0].sum() + in[0].amin(); }, {x}, 1e-5);
   // Backward through elementwise ops runs on the GPU too.
   Tensor leaf = x.to(kCUDA).requires_grad_();
   (leaf.sigmoid() * leaf).backward(ones({64, 33}).to(kCUDA));

@@ -3,13 +3,9 @@
 // by NVRTC at its first use, once per GPU), launch it on the thread's current stream.
 #include "kiln/cuda/elementwise_kernels.h"
 
-#include <memory>
-#include <mutex>
-#include <unordered_map>
+#include <vector>
 
-#include "kiln/cuda/device.h"
-#include "kiln/cuda/fused_kernels.h"
-#include "kiln/cuda/nvrtc.h"
+#include "kernel_cache.h"
 #include "kiln/error.h"
 #include "kiln/ops/to_device.h"
 #include "kiln/ops/view.h"
@@ -18,44 +14,6 @@
 namespace kiln::cuda {
 
 namespace {
-
-struct CompiledKernel {
-  std::string name;
-  std::unique_ptr<FusedKernelModule> module;
-};
-
-// Kernels by GPU and key. A kernel, once made, lives as long as the process, like PyTorch's
-// jiterator kernels: there are a few per op and dtype.
-class KernelCache {
- public:
-  template <class MakeSource>
-  const CompiledKernel& get(int device, const std::string& key, const OpDef& op,
-                            MakeSource&& make_source) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& slot = kernels_[std::to_string(device) + "|" + key];
-    if (!slot) {
-      auto made = std::make_unique<CompiledKernel>();
-      made->name = op.name + "_" + std::to_string(kernels_.size());
-      const DeviceProperties gpu = get_device_properties(device);
-      nvrtc::Options options;
-      options.arch = "compute_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
-      const std::string ptx = nvrtc::compile_to_ptx(make_source(made->name), made->name + ".cu", options);
-      made->module = std::make_unique<FusedKernelModule>(
-          ptx, std::vector<FusedKernelInfo>{{made->name, FusedKernelKind::Elementwise, 0, 1}}, device);
-      slot = std::move(made);
-    }
-    return *slot;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::unique_ptr<CompiledKernel>> kernels_;
-};
-
-KernelCache& cache() {
-  static auto* kernels = new KernelCache;  // leaked: tensors may run kernels while statics die
-  return *kernels;
-}
 
 // Computes into the contiguous `out`.
 void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& out) {
@@ -66,7 +24,7 @@ void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, con
   for (const Tensor& t : inputs) dtypes.push_back(t.dtype());
   const int device = out.device().index;
   const std::string key = elementwise_kernel_key(op, attrs, dtypes, out.dtype(), plan);
-  const CompiledKernel& kernel = cache().get(device, key, op, [&](const std::string& name) {
+  const GeneratedKernel& kernel = generated_kernel(device, key, op.name, [&](const std::string& name) {
     return elementwise_kernel_source(op, attrs, dtypes, out.dtype(), plan, name);
   });
 

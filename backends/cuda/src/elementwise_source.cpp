@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cuda_c_builder.h"
+#include "kernel_source.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/error.h"
 #include "kiln/tensor.h"
@@ -19,44 +20,6 @@ struct Dim {
   std::array<int64_t, kMaxKernelInputs> strides;
 };
 
-const char* storage_type(DType dtype) {
-  switch (dtype) {
-    case DType::Bool:
-      return "unsigned char";
-    case DType::Float16:
-    case DType::BFloat16:
-      return "unsigned short";
-    default:
-      return CudaCBuilder::compute_type(dtype);
-  }
-}
-
-std::string load(DType dtype, const std::string& element) {
-  switch (dtype) {
-    case DType::Bool:
-      return "(" + element + " != 0)";
-    case DType::Float16:
-      return "kiln_load_f16(" + element + ")";
-    case DType::BFloat16:
-      return "kiln_load_bf16(" + element + ")";
-    default:
-      return element;
-  }
-}
-
-std::string store(DType dtype, const std::string& value) {
-  switch (dtype) {
-    case DType::Bool:
-      return "(unsigned char)(" + value + ")";
-    case DType::Float16:
-      return "kiln_store_f16(" + value + ")";
-    case DType::BFloat16:
-      return "kiln_store_bf16(" + value + ")";
-    default:
-      return value;
-  }
-}
-
 const char* access_letter(InputAccess a) {
   switch (a) {
     case InputAccess::Dense:
@@ -68,39 +31,6 @@ const char* access_letter(InputAccess a) {
   }
   return "?";
 }
-
-// The GPU's prelude: qualifiers, the grid-stride loop, float16/bfloat16 conversions (by PTX's
-// cvt, so no CUDA header is needed) and the dims struct. Tests define KILN_KERNEL_PRELUDE and
-// their own host versions of these before the kernel.
-constexpr const char* kPrelude = R"(#ifndef KILN_KERNEL_PRELUDE
-#define KILN_KERNEL_PRELUDE
-#define KILN_DEVICE static __device__ __forceinline__
-#define KILN_KERNEL extern "C" __global__
-#define KILN_FOR_EACH_ELEMENT(i, n) \
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-       i += (long long)blockDim.x * gridDim.x)
-KILN_DEVICE float kiln_load_f16(unsigned short h) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
-KILN_DEVICE unsigned short kiln_store_f16(float f) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-}
-KILN_DEVICE float kiln_load_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
-KILN_DEVICE unsigned short kiln_store_bf16(float f) {
-  unsigned short h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-}
-struct KilnDims {
-  long long sizes[8];
-  long long strides[4][8];
-};
-#endif
-)";
 
 }  // namespace
 
@@ -206,7 +136,7 @@ std::string elementwise_kernel_source(const OpDef& op, const Attrs& attrs,
 
   std::ostringstream s;
   s << "// kiln eager kernel: " << elementwise_kernel_key(op, attrs, inputs, output, plan) << "\n"
-    << kPrelude << "KILN_DEVICE " << CudaCBuilder::compute_type(output) << " " << name << "_body("
+    << kKernelPrelude << "KILN_DEVICE " << CudaCBuilder::compute_type(output) << " " << name << "_body("
     << params << ") {\n"
     << b.statements() << "  return " << b.name(result) << ";\n}\n"
     << "KILN_KERNEL void " << name << "(";

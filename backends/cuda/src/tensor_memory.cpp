@@ -8,6 +8,7 @@
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/device_interface.h"
 #include "kiln/error.h"
@@ -59,6 +60,7 @@ void register_backend() {
   // copy; strided views go through the host until CUDA has copy kernels of its own.
   ops::clone.kernels[static_cast<size_t>(DeviceType::CUDA)] = ops::copy_across_devices;
   register_elementwise_kernels();
+  register_reduction_kernels();
 }
 
 }  // namespace kiln::cuda

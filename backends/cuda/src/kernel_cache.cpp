@@ -1,0 +1,37 @@
+// The cache of generated eager kernels (kernel_cache.h).
+#include "kernel_cache.h"
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/cuda/device.h"
+#include "kiln/cuda/nvrtc.h"
+
+namespace kiln::cuda {
+
+const GeneratedKernel& generated_kernel(int device, const std::string& key,
+                                        const std::string& prefix,
+                                        const std::function<std::string(const std::string&)>& make_source) {
+  static std::mutex mutex;
+  // Leaked: tensors may still run kernels while static objects are destroyed.
+  static auto* kernels = new std::unordered_map<std::string, std::unique_ptr<GeneratedKernel>>;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<GeneratedKernel>& slot = (*kernels)[std::to_string(device) + "|" + key];
+  if (!slot) {
+    auto made = std::make_unique<GeneratedKernel>();
+    made->name = prefix + "_" + std::to_string(kernels->size());
+    const DeviceProperties gpu = get_device_properties(device);
+    nvrtc::Options options;
+    options.arch = "compute_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
+    const std::string ptx = nvrtc::compile_to_ptx(make_source(made->name), made->name + ".cu", options);
+    // The kind and counts describe the kernel for FusedKernelModule's checks; generated eager
+    // kernels are launched with launch_with and their own parameters.
+    made->module = std::make_unique<FusedKernelModule>(
+        ptx, std::vector<FusedKernelInfo>{{made->name, FusedKernelKind::Elementwise, 0, 1}}, device);
+    slot = std::move(made);
+  }
+  return *slot;
+}
+
+}  // namespace kiln::cuda

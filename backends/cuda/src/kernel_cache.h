@@ -1,0 +1,25 @@
+// The generated eager kernels of the process, by GPU and key: made on first use (source, then
+// NVRTC for the GPU's architecture, then the driver) and kept, like PyTorch's jiterator
+// kernels: there are a few per op and dtype.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kiln/cuda/fused_kernels.h"
+
+namespace kiln::cuda {
+
+struct GeneratedKernel {
+  std::string name;  // the kernel's entry in `module`
+  std::unique_ptr<FusedKernelModule> module;
+};
+
+// The kernel for `key` on GPU `device`; on a miss, `make_source(name)` writes its CUDA C with
+// an entry named `name` (which starts with `prefix`). Thread-safe.
+const GeneratedKernel& generated_kernel(int device, const std::string& key,
+                                        const std::string& prefix,
+                                        const std::function<std::string(const std::string&)>& make_source);
+
+}  // namespace kiln::cuda

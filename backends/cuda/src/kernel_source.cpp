@@ -1,0 +1,94 @@
+// The shared pieces of the generated kernels' source (kernel_source.h).
+#include "kernel_source.h"
+
+#include "cuda_c_builder.h"
+
+namespace kiln::cuda {
+
+const char* storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::Bool:
+      return "unsigned char";
+    case DType::Float16:
+    case DType::BFloat16:
+      return "unsigned short";
+    default:
+      return CudaCBuilder::compute_type(dtype);
+  }
+}
+
+std::string load(DType dtype, const std::string& element) {
+  switch (dtype) {
+    case DType::Bool:
+      return "(" + element + " != 0)";
+    case DType::Float16:
+      return "kiln_load_f16(" + element + ")";
+    case DType::BFloat16:
+      return "kiln_load_bf16(" + element + ")";
+    default:
+      return element;
+  }
+}
+
+std::string store(DType dtype, const std::string& value) {
+  switch (dtype) {
+    case DType::Bool:
+      return "(unsigned char)(" + value + ")";
+    case DType::Float16:
+      return "kiln_store_f16(" + value + ")";
+    case DType::BFloat16:
+      return "kiln_store_bf16(" + value + ")";
+    default:
+      return value;
+  }
+}
+
+// The float16/bfloat16 conversions are PTX's cvt, so no CUDA header is needed.
+const char* const kKernelPrelude = R"(#ifndef KILN_KERNEL_PRELUDE
+#define KILN_KERNEL_PRELUDE
+#define KILN_DEVICE static __device__ __forceinline__
+#define KILN_KERNEL extern "C" __global__
+#define KILN_FOR_EACH_ELEMENT(i, n) \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+       i += (long long)blockDim.x * gridDim.x)
+KILN_DEVICE float kiln_load_f16(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+KILN_DEVICE unsigned short kiln_store_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+KILN_DEVICE float kiln_load_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+KILN_DEVICE unsigned short kiln_store_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+struct KilnDims {
+  long long sizes[8];
+  long long strides[4][8];
+};
+// Reductions: a grid-stride loop over blocks, each block's threads cooperating.
+#define KILN_BLOCK_INDEX blockIdx.x
+#define KILN_BLOCK_COUNT gridDim.x
+#define KILN_THREAD_INDEX threadIdx.x
+#define KILN_THREAD_COUNT blockDim.x
+#define KILN_COOPERATIVE_BLOCKS 1
+template <class T>
+KILN_DEVICE T kiln_shfl_down(T v, int offset) {
+  return __shfl_down_sync(0xffffffffu, v, offset);
+}
+KILN_DEVICE bool kiln_shfl_down(bool v, int offset) {
+  return __shfl_down_sync(0xffffffffu, (int)v, offset) != 0;
+}
+struct KilnReduceDims {
+  long long kept_sizes[8], kept_strides[8];
+  long long reduced_sizes[8], reduced_strides[8];
+};
+#endif
+)";
+
+}  // namespace kiln::cuda

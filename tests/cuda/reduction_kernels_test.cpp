@@ -1,0 +1,149 @@
+// The eager CUDA reduction kernels (sum, prod, amax, amin, all, any), checked without a GPU as
+// the elementwise ones are (cuda/generated_kernels.h): every op on every dtype it takes, over
+// single dims, several dims, all dims and none, on contiguous, transposed and sliced inputs,
+// compiled by NVRTC and ptxas, and run on the host against the CPU kernels. The host runs one
+// thread per block, so the warp shuffles and shared memory of the block step wait for
+// tests/gpu/device_check.sh.
+#include "kiln/cuda/reduction_kernels.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda/generated_kernels.h"
+#include "kiln/dispatch.h"
+#include "kiln/kiln.h"
+#include "kiln/ops/reduction.h"
+#include "test_util.h"
+#include "values_close.h"
+
+namespace kiln::cuda {
+namespace {
+
+TEST(CudaReductionPlan, KeptAndReducedDimsMergeWhereTheStridesAllow) {
+  Tensor x = zeros({2, 3, 4, 5});
+  ReductionPlan plan = plan_reduction(x, 0b1100);  // sum over the last two dims
+  EXPECT_EQ(plan.outputs, 6);
+  EXPECT_EQ(plan.reduced, 20);
+  EXPECT_EQ(plan.kept_rank, 1);
+  EXPECT_EQ(plan.kept_strides[0], 20);
+  EXPECT_EQ(plan.reduced_rank, 1);
+  EXPECT_EQ(plan.reduced_strides[0], 1);
+  plan = plan_reduction(x, 0b0101);  // dims 0 and 2: nothing merges
+  EXPECT_EQ(plan.kept_rank, 2);
+  EXPECT_EQ(plan.reduced_rank, 2);
+  EXPECT_EQ(plan.reduced_strides[0], 60);
+  EXPECT_EQ(plan.reduced_strides[1], 5);
+  plan = plan_reduction(x.transpose(0, 3), 0b0001);  // a column of a transposed view
+  EXPECT_EQ(plan.reduced_strides[0], 1);
+  EXPECT_EQ(plan.reduced, 5);
+}
+
+struct ReductionCase {
+  std::string name;
+  ReductionKind kind;
+  const OpDef* op;
+  ops::ReduceAttrs attrs;
+  Tensor input, expected;
+  ReductionPlan plan;
+};
+
+Tensor sample(DType dtype, IntList sizes, int seed) {
+  static const std::vector<double> floats = {-3.5, 2, 0.25, -0.5, 1.5, 7, -1, 0.75, 3, -2.25, 1};
+  static const std::vector<double> ints = {-3, 2, 1, 5, -1, 7, 0, 4, -6, 3, 1};
+  std::vector<double> v(static_cast<size_t>(numel(sizes)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t k = (i * 5 + static_cast<size_t>(seed)) % 11;
+    v[i] = dtype == kBool ? (k % 4 != 0) : is_floating(dtype) ? floats[k] : ints[k];
+  }
+  if (is_floating(dtype) && seed == 3 && !v.empty()) v[v.size() / 2] = NAN;  // NaN propagates
+  return Tensor::from_vector(v, sizes).to(dtype);
+}
+
+std::vector<ReductionCase> every_reduction() {
+  init();
+  std::vector<ReductionCase> cases;
+  const std::pair<const OpDef*, ReductionKind> ops_and_kinds[] = {
+      {&ops::sum, ReductionKind::Sum}, {&ops::prod, ReductionKind::Prod},
+      {&ops::amax, ReductionKind::Max}, {&ops::amin, ReductionKind::Min},
+      {&ops::all, ReductionKind::All}, {&ops::any, ReductionKind::Any}};
+  const std::vector<Shape> dim_sets = {{}, {0}, {2}, {0, 2}, {1, 2}, {-1}};
+  for (auto [op, kind] : ops_and_kinds) {
+    for (DType dtype : {kBool, kInt32, kInt64, kFloat32, kFloat64}) {
+      for (int layout = 0; layout < 4; ++layout) {
+        for (const Shape& dims : dim_sets) {
+          Tensor input = sample(dtype, {4, 6, 7}, layout);
+          if (layout == 1) input = sample(dtype, {7, 6, 4}, layout).transpose(0, 2);
+          if (layout == 2) input = sample(dtype, {4, 6, 9}, layout).slice(2, 1, 8);
+          ops::ReduceAttrs attrs;
+          attrs.dims = dims;
+          attrs.keepdim = layout == 2;
+          Tensor expected;
+          try {
+            expected = dispatch(*op, std::vector<Tensor>{input}, attrs)[0];
+          } catch (const Error&) {
+            continue;  // a dtype this op does not take
+          }
+          ReductionCase c{op->name + "_" + std::to_string(cases.size()), kind, op, attrs, input,
+                          expected, plan_reduction(input, reduction_mask(dims, 3, "test"))};
+          cases.push_back(std::move(c));
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::string all_sources(const std::vector<ReductionCase>& cases) {
+  std::string out;
+  for (const ReductionCase& c : cases)
+    out += reduction_kernel_source(c.kind, c.input.dtype(), c.expected.dtype(), c.plan, c.name);
+  return out;
+}
+
+TEST(CudaReductionKernels, EveryReductionHasACudaKernelAndMakesOne) {
+  const std::vector<ReductionCase> cases = every_reduction();
+  EXPECT_GT(cases.size(), 400u);
+  for (const OpDef* op : {&ops::sum, &ops::prod, &ops::amax, &ops::amin, &ops::all, &ops::any})
+    EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
+}
+
+TEST(CudaReductionKernels, NvrtcCompilesTheKernelsAndPtxasAssemblesThem) {
+  // Every op and dtype with each plan pattern once (kept and reduced ranks): the host test
+  // below runs every case.
+  std::vector<ReductionCase> cases;
+  std::set<std::string> seen;
+  for (ReductionCase& c : every_reduction())
+    if (seen.insert(reduction_kernel_key(c.kind, c.input.dtype(), c.expected.dtype(), c.plan)).second)
+      cases.push_back(std::move(c));
+  std::vector<std::string> names;
+  for (const ReductionCase& c : cases) names.push_back(c.name);
+  const std::string skipped = expect_gpu_toolchain_accepts(all_sources(cases), names);
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+}
+
+TEST(CudaReductionKernels, EveryKernelComputesWhatTheCpuKernelDoes) {
+  const std::vector<ReductionCase> cases = every_reduction();
+  const std::filesystem::path dir = scratch_dir("cuda_reductions");
+  std::shared_ptr<void> library = build_on_host(all_sources(cases), dir);
+  ASSERT_TRUE(library);
+  using Kernel = void (*)(const void*, void*, long long, long long, ReduceKernelDims);
+  for (const ReductionCase& c : cases) {
+    auto kernel = reinterpret_cast<Kernel>(dlsym(library.get(), c.name.c_str()));
+    ASSERT_NE(kernel, nullptr) << c.name;
+    Tensor got = Tensor::empty(c.expected.sizes(), c.expected.dtype());
+    kernel(c.input.raw_data(), got.raw_data(), c.plan.outputs, c.plan.reduced,
+           reduce_kernel_dims(c.plan));
+    // The same sums in another order: float32 products and sums differ in their last bits.
+    const double rtol = c.expected.dtype() == kFloat32 ? 1e-5 : c.expected.dtype() == kFloat64 ? 1e-12 : 0;
+    count_mismatches(got.to_vector<double>(), c.expected.to_vector<double>(), rtol, rtol,
+                     c.name + " " + c.op->name + c.attrs.str() + " of " + c.input.type_str());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
