@@ -296,9 +296,13 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   expect_same_on_gpu([](const auto& in) { return logical_or((in[0] > 0).all({0}), (in[0] < -2).any({0})); },
                      {x});
   expect_same_on_gpu([](const auto& in) { return in[0].sum() + in[0].amin(); }, {x}, 1e-5);
-  // Backward through elementwise ops runs on the GPU too.
+  // Factories on the GPU.
+  const Tensor filled = full({3, 4}, -2.5, TensorOptions(kFloat64).with_device(kCUDA));
+  EXPECT_EQ(filled.to_vector<double>(), std::vector<double>(12, -2.5));
+  EXPECT_EQ(zeros_like(x.to(kCUDA).to(kInt32)).sum().item<int64_t>(), 0);
+  // Backward through elementwise ops and a reduction runs on the GPU (the seed is a full).
   Tensor leaf = x.to(kCUDA).requires_grad_();
-  (leaf.sigmoid() * leaf).backward(ones({64, 33}).to(kCUDA));
+  (leaf.sigmoid() * leaf).sum().backward();
   EXPECT_EQ(leaf.grad().device(), kCUDA);
   const Tensor s = x.sigmoid();
   count_mismatches(leaf.grad().to_vector<double>(), (s + x * s * (1 - s)).to_vector<double>(), 1e-5,

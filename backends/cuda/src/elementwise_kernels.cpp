@@ -7,6 +7,8 @@
 
 #include "kernel_cache.h"
 #include "kiln/error.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/factory.h"
 #include "kiln/ops/to_device.h"
 #include "kiln/ops/view.h"
 #include "kiln/tensor.h"
@@ -60,9 +62,22 @@ void elementwise_kernel(KernelCall& c) {
   ops::copy_across_devices(copy);
 }
 
+// full (zeros, ones, zeros_like, the seed of backward()): the value, as one element on the
+// GPU, broadcast into the output by cast's kernel (its plan reads the one element for every
+// output element).
+void full_kernel(KernelCall& c) {
+  const auto& a = static_cast<const ops::FullAttrs&>(c.attrs);
+  const Tensor& out = c.outputs[0];
+  const Tensor value = Tensor::scalar(a.value, a.dtype, out.device());
+  ops::CastAttrs cast;
+  cast.dtype = a.dtype;
+  run_elementwise(ops::cast, std::span<const Tensor>(&value, 1), cast, out);
+}
+
 }  // namespace
 
 void register_elementwise_kernels() {
+  ops::full.kernels[static_cast<size_t>(DeviceType::CUDA)] = full_kernel;
   for (OpDef* op : all_ops()) {
     if (op->lowering != LoweringClass::Elementwise || !op->scalar_body) continue;
     KernelFn& slot = op->kernels[static_cast<size_t>(DeviceType::CUDA)];

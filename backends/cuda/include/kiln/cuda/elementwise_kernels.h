@@ -66,7 +66,8 @@ std::string elementwise_kernel_source(const OpDef& op, const Attrs& attrs,
                                       std::span<const DType> inputs, DType output,
                                       const ElementwisePlan& plan, const std::string& name);
 
-// Fills the CUDA kernel slot of every op with a scalar body (register_backend calls it).
+// Fills the CUDA kernel slot of every op with a scalar body, and of full (one value broadcast
+// by cast's kernel). register_backend calls it.
 void register_elementwise_kernels();
 
 }  // namespace kiln::cuda
