@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "kiln/error.h"
+#include "toolkit_library.h"
 
 namespace kiln::cuda::nvrtc {
 
@@ -44,52 +45,6 @@ bool resolve_all(void* handle, Api& api, const std::string& library, std::string
 #undef KILN_RESOLVE
 }
 
-// dlopen's own words for the last failure ("...: cannot open shared object file: ...").
-std::string dl_error() {
-  const char* why = dlerror();
-  return why ? why : "no reason given";
-}
-
-// The library to use: the explicit path alone, else the first loader name or toolkit file
-// that opens. Null (and `tried` listing every attempt) when none does.
-void* open_library(const std::string& explicit_path, std::string& opened,
-                   std::vector<std::string>& tried) {
-  auto attempt = [&](const std::string& library) -> void* {
-    dlerror();
-    // RTLD_LOCAL: NVRTC's symbols stay out of the global namespace of the program.
-    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle)
-      opened = library;
-    else
-      tried.push_back(dl_error());  // it names the library
-    return handle;
-  };
-  if (!explicit_path.empty()) return attempt(explicit_path);
-
-  // Newest first: NVRTC's ABI is stable within a major version, and 12 and 13 both compile
-  // what kiln generates.
-  for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
-    if (void* handle = attempt(name)) return handle;
-
-  // A toolkit installed outside the loader's path (no ldconfig entry, no LD_LIBRARY_PATH).
-  std::vector<std::string> dirs;
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* dir = std::getenv(var); dir && *dir) dirs.push_back(dir);
-  dirs.push_back("/usr/local/cuda");
-  for (size_t i = 0; i < dirs.size(); ++i) {
-    const std::string& dir = dirs[i];
-    if (std::find(dirs.begin(), dirs.begin() + i, dir) != dirs.begin() + i) continue;
-    std::string path = dir + "/lib64/libnvrtc.so";
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      tried.push_back(path + ": no such file");
-      continue;
-    }
-    if (void* handle = attempt(path)) return handle;
-  }
-  return nullptr;
-}
-
 // NVRTC opens libnvrtc-builtins.so.<major>.<minor> by name when it compiles, through the
 // dynamic loader's path only, not from its own directory. So a libnvrtc found by path (KILN_NVRTC,
 // the toolkit directory, a pip wheel) loads but fails every compile with
@@ -102,12 +57,6 @@ void preload_builtins(void* handle, int major, int minor) {
                          "." + std::to_string(minor);
   std::error_code ec;
   if (std::filesystem::exists(builtins, ec)) dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL);
-}
-
-std::string joined(const std::vector<std::string>& parts, const char* separator) {
-  std::string out;
-  for (const std::string& part : parts) out += (out.empty() ? "" : separator) + part;
-  return out;
 }
 
 std::string error_string(const Api& api, nvrtcResult result) {
@@ -155,7 +104,10 @@ std::string compile_fix(nvrtcResult result, const Options& options) {
 Loaded load(const std::string& explicit_path) {
   Loaded out;
   std::vector<std::string> tried;
-  void* handle = open_library(explicit_path, out.library, tried);
+  // Newest first: NVRTC's ABI is stable within a major version, and 12 and 13 both compile
+  // what kiln generates.
+  void* handle = open_toolkit_library(explicit_path, {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+                                      "libnvrtc.so", out.library, tried);
   if (!handle) {
     std::string what = explicit_path.empty() ? "NVRTC (the CUDA run-time compiler) was not found"
                                              : "NVRTC could not be loaded from " + explicit_path +
