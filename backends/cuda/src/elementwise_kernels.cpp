@@ -62,22 +62,50 @@ void elementwise_kernel(KernelCall& c) {
   ops::copy_across_devices(copy);
 }
 
-// full (zeros, ones, zeros_like, the seed of backward()): the value, as one element on the
-// GPU, broadcast into the output by cast's kernel (its plan reads the one element for every
-// output element).
+// full (zeros, ones, zeros_like, the seed of backward()).
 void full_kernel(KernelCall& c) {
   const auto& a = static_cast<const ops::FullAttrs&>(c.attrs);
+  fill_on_gpu(c.outputs[0], a.value);
+}
+
+// clone on the GPU: a copy by cast's kernel (any strides in, contiguous out); a strided
+// destination (copy_ into a view) is written through the host until kernels write views.
+void clone_kernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
   const Tensor& out = c.outputs[0];
-  const Tensor value = Tensor::scalar(a.value, a.dtype, out.device());
-  ops::CastAttrs cast;
-  cast.dtype = a.dtype;
-  run_elementwise(ops::cast, std::span<const Tensor>(&value, 1), cast, out);
+  if (x.device() != out.device() || !out.is_contiguous()) {
+    ops::copy_across_devices(c);
+    return;
+  }
+  ops::CastAttrs same;
+  same.dtype = out.dtype();
+  KILN_CHECK(x.dtype() == out.dtype(), "[clone] expected the copy's dtype ", out.dtype(),
+             ", found ", x.dtype(), ". Fix: cast first (copy_ does).");
+  run_elementwise(ops::cast, c.inputs, same, out);
 }
 
 }  // namespace
 
+Tensor contiguous_on_gpu(const Tensor& x) {
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  ops::CastAttrs same;
+  same.dtype = x.dtype();
+  run_elementwise(ops::cast, std::span<const Tensor>(&x, 1), same, out);
+  return out;
+}
+
+// The value, as one element on the GPU, broadcast into `out` by cast's kernel (its plan reads
+// the one element for every output element).
+void fill_on_gpu(const Tensor& out, double value) {
+  const Tensor one = Tensor::scalar(value, out.dtype(), out.device());
+  ops::CastAttrs same;
+  same.dtype = out.dtype();
+  run_elementwise(ops::cast, std::span<const Tensor>(&one, 1), same, out);
+}
+
 void register_elementwise_kernels() {
   ops::full.kernels[static_cast<size_t>(DeviceType::CUDA)] = full_kernel;
+  ops::clone.kernels[static_cast<size_t>(DeviceType::CUDA)] = clone_kernel;
   for (OpDef* op : all_ops()) {
     if (op->lowering != LoweringClass::Elementwise || !op->scalar_body) continue;
     KernelFn& slot = op->kernels[static_cast<size_t>(DeviceType::CUDA)];

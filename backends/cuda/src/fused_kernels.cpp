@@ -77,8 +77,9 @@ FusedKernelModule::FusedKernelModule(const std::string& ptx, std::vector<FusedKe
   KILN_CHECK(r == driver::kSuccess, "[cuda] expected the driver to load the PTX module on GPU ",
              device, " (", get_device_properties(device).name, "), got ",
              driver::error_name(api, r), ":\n", error_log.data(),
-             "\nFix: generate the PTX for this GPU's architecture or an older one (PtxOptions::"
-             "chip), and use a driver at least as new as the CUDA toolkit that made it.");
+             "\nFix: generate the PTX for this GPU's architecture or an older one (the code "
+             "generator's PtxOptions::chip; NVRTC's follows the GPU), and use a driver at least "
+             "as new as the CUDA toolkit that made it.");
   for (const FusedKernelInfo& k : kernels_) {
     driver::CUfunction f = nullptr;
     driver::CUresult found = api.cuModuleGetFunction(&f, loaded_->module, k.name.c_str());

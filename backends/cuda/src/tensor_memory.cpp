@@ -8,12 +8,11 @@
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/cuda/gemm.h"
 #include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/device_interface.h"
 #include "kiln/error.h"
-#include "kiln/ops/to_device.h"
-#include "kiln/ops/view.h"
 
 namespace kiln::cuda {
 
@@ -56,11 +55,9 @@ class CudaTensorMemory final : public DeviceInterface {
 void register_backend() {
   static CudaTensorMemory memory;
   kiln::register_device_interface(DeviceType::CUDA, &memory);
-  // Copies into CUDA tensors (copy_, fill_, contiguous()): contiguous ones are one device
-  // copy; strided views go through the host until CUDA has copy kernels of its own.
-  ops::clone.kernels[static_cast<size_t>(DeviceType::CUDA)] = ops::copy_across_devices;
   register_elementwise_kernels();
   register_reduction_kernels();
+  register_gemm_kernels();
 }
 
 }  // namespace kiln::cuda

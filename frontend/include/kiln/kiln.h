@@ -9,6 +9,7 @@
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/fused_kernels.h"
+#include "kiln/cuda/gemm.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"

@@ -66,8 +66,14 @@ std::string elementwise_kernel_source(const OpDef& op, const Attrs& attrs,
                                       std::span<const DType> inputs, DType output,
                                       const ElementwisePlan& plan, const std::string& name);
 
-// Fills the CUDA kernel slot of every op with a scalar body, and of full (one value broadcast
-// by cast's kernel). register_backend calls it.
+// A contiguous copy of the GPU tensor `x` on its GPU, and filling the contiguous GPU tensor
+// `out` with `value`, both through cast's generated kernel (for other CUDA kernels).
+Tensor contiguous_on_gpu(const Tensor& x);
+void fill_on_gpu(const Tensor& out, double value);
+
+// Fills the CUDA kernel slot of every op with a scalar body, of full (one value broadcast by
+// cast's kernel) and of clone (copy_, contiguous(): cast's kernel when both sides are on the
+// GPU). register_backend calls it.
 void register_elementwise_kernels();
 
 }  // namespace kiln::cuda
