@@ -1,4 +1,5 @@
-// The eager CUDA reduction kernels (sum, prod, amax, amin, all, any), checked without a GPU as
+// The eager CUDA reduction kernels (sum, prod, amax, amin, all, any, and the row kernels of
+// softmax and log_softmax), checked without a GPU as
 // the elementwise ones are (cuda/generated_kernels.h): every op on every dtype it takes, over
 // single dims, several dims, all dims and none, on contiguous, transposed and sliced inputs,
 // compiled by NVRTC and ptxas, and run on the host against the CPU kernels. The host runs one
@@ -16,7 +17,9 @@
 #include "cuda/generated_kernels.h"
 #include "kiln/dispatch.h"
 #include "kiln/kiln.h"
+#include "kiln/cuda/softmax_kernels.h"
 #include "kiln/ops/reduction.h"
+#include "kiln/ops/softmax.h"
 #include "test_util.h"
 #include "values_close.h"
 
@@ -141,6 +144,78 @@ TEST(CudaReductionKernels, EveryKernelComputesWhatTheCpuKernelDoes) {
     const double rtol = c.expected.dtype() == kFloat32 ? 1e-5 : c.expected.dtype() == kFloat64 ? 1e-12 : 0;
     count_mismatches(got.to_vector<double>(), c.expected.to_vector<double>(), rtol, rtol,
                      c.name + " " + c.op->name + c.attrs.str() + " of " + c.input.type_str());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// ---- softmax and log_softmax ----
+
+struct SoftmaxCase {
+  std::string name;
+  bool log;
+  int64_t dim;
+  Tensor input, expected;
+  ReductionPlan plan;
+};
+
+std::vector<SoftmaxCase> every_softmax() {
+  init();
+  std::vector<SoftmaxCase> cases;
+  for (bool log : {false, true}) {
+    for (DType dtype : {kFloat32, kFloat64}) {
+      for (int64_t dim : {0, 1, 2, -1}) {
+        // Rows of ordinary values, one with a NaN, one of large values (the maximum is
+        // subtracted first), one of -inf and finite values.
+        Tensor x = sample(dtype, {4, 6, 7}, 1) * 3;
+        x.select(0, 1).fill_(60);
+        x.select(0, 1).select(0, 2).fill_(90);
+        x.select(0, 2).select(1, 3).fill_(-INFINITY);
+        if (dim != 0) x.select(0, 3).select(1, 4).fill_(NAN);
+        x = x.to(dtype);
+        ops::SoftmaxAttrs attrs;
+        attrs.dim = dim;
+        const OpDef& op = log ? ops::log_softmax : ops::softmax;
+        Tensor expected = dispatch(op, std::vector<Tensor>{x}, attrs)[0];
+        const int64_t wrapped = dim < 0 ? dim + 3 : dim;
+        cases.push_back({std::string(log ? "log_softmax_" : "softmax_") + std::to_string(cases.size()),
+                         log, dim, x, expected, plan_reduction(x, uint64_t{1} << wrapped)});
+      }
+    }
+  }
+  return cases;
+}
+
+std::string all_softmax_sources(const std::vector<SoftmaxCase>& cases) {
+  std::string out;
+  for (const SoftmaxCase& c : cases) out += softmax_kernel_source(c.log, c.input.dtype(), c.plan, c.name);
+  return out;
+}
+
+TEST(CudaSoftmaxKernels, NvrtcCompilesThemAndPtxasAssemblesThem) {
+  const std::vector<SoftmaxCase> cases = every_softmax();
+  std::vector<std::string> names;
+  for (const SoftmaxCase& c : cases) names.push_back(c.name);
+  const std::string skipped = expect_gpu_toolchain_accepts(all_softmax_sources(cases), names);
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  for (const OpDef* op : {&ops::softmax, &ops::log_softmax})
+    EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
+}
+
+TEST(CudaSoftmaxKernels, EveryKernelComputesWhatTheCpuKernelDoes) {
+  const std::vector<SoftmaxCase> cases = every_softmax();
+  const std::filesystem::path dir = scratch_dir("cuda_softmax");
+  std::shared_ptr<void> library = build_on_host(all_softmax_sources(cases), dir);
+  ASSERT_TRUE(library);
+  using Kernel = void (*)(const void*, void*, long long, long long, ReduceKernelDims);
+  for (const SoftmaxCase& c : cases) {
+    auto kernel = reinterpret_cast<Kernel>(dlsym(library.get(), c.name.c_str()));
+    ASSERT_NE(kernel, nullptr) << c.name;
+    Tensor got = Tensor::empty(c.input.sizes(), c.input.dtype());
+    kernel(c.input.raw_data(), got.raw_data(), c.plan.outputs, c.plan.reduced,
+           reduce_kernel_dims(c.plan));
+    const double rtol = c.input.dtype() == kFloat32 ? 2e-6 : 1e-13;
+    count_mismatches(got.to_vector<double>(), c.expected.to_vector<double>(), rtol, rtol,
+                     c.name + " over dim " + std::to_string(c.dim) + " of " + c.input.type_str());
   }
   std::filesystem::remove_all(dir);
 }

@@ -15,7 +15,7 @@
 #include "cuda/requirements.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/kiln.h"
-#include "kiln/ops/softmax.h"
+#include "kiln/ops/reduction.h"
 #include "test_util.h"
 #include "values_close.h"
 
@@ -255,10 +255,10 @@ TEST(CudaTensor, MixingDevicesNamesTheOpBothDevicesTheModuleAndTheFix) {
 
 TEST(CudaTensor, AnOpWithoutACudaKernelSaysSoAndTheWayAround) {
   REQUIRE_GPU();
-  if (ops::softmax.kernels[static_cast<size_t>(DeviceType::CUDA)])
-    GTEST_SKIP() << "softmax has a CUDA kernel: this message needs an op without one";
-  std::string m = error_of([] { nn::functional::softmax(ones({2, 3}).to(kCUDA), 1); });
-  EXPECT_TRUE(contains(m, "[softmax] has no kernel for cuda:0 yet (it has kernels for: cpu)")) << m;
+  if (ops::var.kernels[static_cast<size_t>(DeviceType::CUDA)])
+    GTEST_SKIP() << "var has a CUDA kernel: this message needs an op without one";
+  std::string m = error_of([] { ones({2, 3}).to(kCUDA).var({1}); });
+  EXPECT_TRUE(contains(m, "[var] has no kernel for cuda:0 yet (it has kernels for: cpu)")) << m;
   EXPECT_TRUE(contains(m, "Fix: move its inputs with .to(cpu)")) << m;
 }
 
@@ -310,6 +310,10 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   expect_same_on_gpu([](const auto& in) { return matmul(in[0], in[1]); }, {batch, w}, 1e-5);
   expect_same_on_gpu([](const auto& in) { return matmul(in[0].to(kFloat64), in[1].to(kFloat64)); },
                      {x, w}, 1e-12);
+  // Row kernels: softmax and log_softmax over any dim.
+  expect_same_on_gpu([](const auto& in) { return nn::functional::softmax(in[0], 0); }, {x}, 1e-5);
+  expect_same_on_gpu([](const auto& in) { return nn::functional::log_softmax(in[0].t(), 1); }, {x},
+                     1e-5);
   // Factories on the GPU.
   const Tensor filled = full({3, 4}, -2.5, TensorOptions(kFloat64).with_device(kCUDA));
   EXPECT_EQ(filled.to_vector<double>(), std::vector<double>(12, -2.5));

@@ -1,6 +1,9 @@
 // The shared pieces of the generated kernels' source (kernel_source.h).
 #include "kernel_source.h"
 
+#include <sstream>
+#include <string>
+
 #include "cuda_c_builder.h"
 
 namespace kiln::cuda {
@@ -41,6 +44,46 @@ std::string store(DType dtype, const std::string& value) {
     default:
       return value;
   }
+}
+
+std::string offset_code(const std::string& flat, const std::string& offset, const char* sizes,
+                        const char* strides, int rank, const std::string& indent) {
+  std::ostringstream s;
+  if (rank == 0) return "";
+  s << indent << "{\n" << indent << "  long long rest = " << flat << ";\n";
+  for (int d = rank; d-- > 0;) {
+    const std::string index =
+        d == 0 ? "rest" : "rest % dims." + std::string(sizes) + "[" + std::to_string(d) + "]";
+    s << indent << "  " << offset << " += (" << index << ") * dims." << strides << "[" << d
+      << "];\n";
+    if (d > 0) s << indent << "  rest /= dims." << sizes << "[" << d << "];\n";
+  }
+  s << indent << "}\n";
+  return s.str();
+}
+
+std::string block_reduce_source(const std::string& function, const std::string& type,
+                                const std::string& combine, const std::string& identity,
+                                bool to_all_threads) {
+  std::string s = "KILN_DEVICE " + type + " " + function + "(" + type + " v) {\n" +
+                  "#if KILN_COOPERATIVE_BLOCKS\n"
+                  "  __shared__ " + type + " partial[32];\n"
+                  "  for (int offset = 16; offset > 0; offset >>= 1)\n"
+                  "    v = " + combine + "(v, kiln_shfl_down(v, offset));\n"
+                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+                  "  __syncthreads();  // partial may still be read for the previous row\n"
+                  "  if (lane == 0) partial[warp] = v;\n"
+                  "  __syncthreads();\n"
+                  "  v = threadIdx.x < (blockDim.x + 31) / 32 ? partial[threadIdx.x] : " + identity + ";\n"
+                  "  if (warp == 0)\n"
+                  "    for (int offset = 16; offset > 0; offset >>= 1)\n"
+                  "      v = " + combine + "(v, kiln_shfl_down(v, offset));\n";
+  if (to_all_threads)
+    s += "  __syncthreads();\n"
+         "  if (threadIdx.x == 0) partial[0] = v;\n"
+         "  __syncthreads();\n"
+         "  v = partial[0];\n";
+  return s + "#endif\n  return v;\n}\n";
 }
 
 // The float16/bfloat16 conversions are PTX's cvt, so no CUDA header is needed.

@@ -1,5 +1,5 @@
 // What every generated CUDA kernel's source shares (elementwise_source.cpp,
-// reduction_source.cpp): the GPU's prelude, and how each dtype is stored, loaded and stored
+// reduction_source.cpp, softmax_kernels.cpp): the GPU's prelude, and how each dtype is stored, loaded and stored
 // back.
 #pragma once
 
@@ -20,5 +20,18 @@ const char* storage_type(DType dtype);
 // (CudaCBuilder::compute_type), and the one storing `value` back.
 std::string load(DType dtype, const std::string& element);
 std::string store(DType dtype, const std::string& value);
+
+// Statements adding to `offset` the offset of flat index `flat` over `rank` dims (row-major)
+// of the KilnReduceDims arrays `sizes` and `strides` (empty for rank 0).
+std::string offset_code(const std::string& flat, const std::string& offset, const char* sizes,
+                        const char* strides, int rank, const std::string& indent);
+
+// A device function `function(type v)` combining the values of a block's threads with the
+// device function `combine` (warp shuffles, then the warps' results through shared memory).
+// Thread 0 ends with the block's value, or every thread does when `to_all_threads`. On the
+// host (KILN_COOPERATIVE_BLOCKS 0, one thread per block) it returns v.
+std::string block_reduce_source(const std::string& function, const std::string& type,
+                                const std::string& combine, const std::string& identity,
+                                bool to_all_threads);
 
 }  // namespace kiln::cuda

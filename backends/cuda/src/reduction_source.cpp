@@ -98,24 +98,6 @@ std::string function(const CudaCBuilder& b, DType result_dtype, const std::strin
          "(" + params + ") {\n" + b.statements() + "  return " + b.name(result) + ";\n}\n";
 }
 
-// Adds to `offset` the offset of flat index `flat` over `rank` dims (row-major) of the
-// KilnReduceDims arrays `sizes` and `strides`.
-std::string offset_code(const std::string& flat, const std::string& offset, const char* sizes,
-                        const char* strides, int rank, const std::string& indent) {
-  std::ostringstream s;
-  if (rank == 0) return "";
-  s << indent << "{\n" << indent << "  long long rest = " << flat << ";\n";
-  for (int d = rank; d-- > 0;) {
-    const std::string index =
-        d == 0 ? "rest" : "rest % dims." + std::string(sizes) + "[" + std::to_string(d) + "]";
-    s << indent << "  " << offset << " += (" << index << ") * dims." << strides << "[" << d
-      << "];\n";
-    if (d > 0) s << indent << "  rest /= dims." << sizes << "[" << d << "];\n";
-  }
-  s << indent << "}\n";
-  return s.str();
-}
-
 }  // namespace
 
 ReductionPlan plan_reduction(const Tensor& input, uint64_t mask) {
@@ -186,24 +168,7 @@ std::string reduction_kernel_source(ReductionKind kind, DType input, DType outpu
                 std::string(CudaCBuilder::compute_type(input)) + " x", converted)
     << function(start, output, name + "_identity", "", identity_value)
     << function(step, output, name + "_combine", acc + " a, " + acc + " b", combined)
-    // The block's threads combine their values: within each warp by shuffles, then the
-    // warps' results through shared memory; thread 0 ends with the block's value.
-    << "KILN_DEVICE " << acc << " " << name << "_block(" << acc << " v) {\n"
-    << "#if KILN_COOPERATIVE_BLOCKS\n"
-    << "  __shared__ " << acc << " partial[32];\n"
-    << "  for (int offset = 16; offset > 0; offset >>= 1)\n"
-    << "    v = " << name << "_combine(v, kiln_shfl_down(v, offset));\n"
-    << "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-    << "  __syncthreads();  // partial may still be read for the previous output\n"
-    << "  if (lane == 0) partial[warp] = v;\n"
-    << "  __syncthreads();\n"
-    << "  v = threadIdx.x < (blockDim.x + 31) / 32 ? partial[threadIdx.x] : " << name
-    << "_identity();\n"
-    << "  if (warp == 0)\n"
-    << "    for (int offset = 16; offset > 0; offset >>= 1)\n"
-    << "      v = " << name << "_combine(v, kiln_shfl_down(v, offset));\n"
-    << "#endif\n"
-    << "  return v;\n}\n"
+    << block_reduce_source(name + "_block", acc, name + "_combine", name + "_identity()", false)
     << "KILN_KERNEL void " << name << "(const " << storage_type(input) << "* __restrict__ in, "
     << storage_type(output) << "* __restrict__ out, long long outputs, long long reduced, "
     << "KilnReduceDims dims) {\n"

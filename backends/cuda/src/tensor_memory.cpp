@@ -10,6 +10,7 @@
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/reduction_kernels.h"
+#include "kiln/cuda/softmax_kernels.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/device_interface.h"
 #include "kiln/error.h"
@@ -58,6 +59,7 @@ void register_backend() {
   register_elementwise_kernels();
   register_reduction_kernels();
   register_gemm_kernels();
+  register_softmax_kernels();
 }
 
 }  // namespace kiln::cuda
