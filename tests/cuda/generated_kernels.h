@@ -82,12 +82,29 @@ struct KilnDims { long long sizes[8]; long long strides[4][8]; };
 struct KilnReduceDims { long long kept_sizes[8], kept_strides[8], reduced_sizes[8], reduced_strides[8]; };
 )";
 
+// The runtime's headers (kiln/half.h) for the host build: KILN_TEST_RUNTIME_INCLUDE from the
+// environment (tests/gpu/device_check.sh sets it where the tree lies on the GPU machine), else
+// the build tree's.
+inline std::string host_include_dir() {
+  const char* dir = std::getenv("KILN_TEST_RUNTIME_INCLUDE");
+  return dir && *dir ? dir : KILN_TEST_RUNTIME_INCLUDE;
+}
+
+// Why the host build cannot run here (no compiler, no runtime headers), or "".
+inline std::string host_build_unavailable() {
+  if (!std::filesystem::exists(KILN_TEST_CXX))
+    return std::string("no C++ compiler at ") + KILN_TEST_CXX + " to build the kernels on the host";
+  if (!std::filesystem::exists(host_include_dir() + "/kiln/half.h"))
+    return "no kiln/half.h under " + host_include_dir() + " (set KILN_TEST_RUNTIME_INCLUDE)";
+  return "";
+}
+
 // Builds `source` on the host (after kHostPrelude) into a shared library in `dir` and opens
 // it; null, with the compiler's messages as a failure, when it does not build.
 inline std::shared_ptr<void> build_on_host(const std::string& source, const std::filesystem::path& dir) {
   std::ofstream(dir / "kernels.cpp") << kHostPrelude << source;
   const std::string command = std::string(KILN_TEST_CXX) + " -std=c++20 -O1 -shared -fPIC -w -I" +
-                              KILN_TEST_RUNTIME_INCLUDE + " " + (dir / "kernels.cpp").string() +
+                              host_include_dir() + " " + (dir / "kernels.cpp").string() +
                               " -o " + (dir / "kernels.so").string() + " 2> " +
                               (dir / "build.log").string();
   if (std::system(command.c_str()) != 0) {

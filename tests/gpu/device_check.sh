@@ -18,6 +18,9 @@ if [ ! -x gpu-carry/kiln_eager_tests ]; then
   exit 1
 fi
 export LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The generated eager kernels' host build (tests/cuda/generated_kernels.h) reads the runtime's
+# headers from this tree.
+export KILN_TEST_RUNTIME_INCLUDE="$PWD/runtime/include"
 # The code generator's kernels (tests/cuda/fused_kernels_test.cpp runs them).
 export KILN_GPU_KERNEL_BUNDLE="$PWD/gpu-carry/kernels.safetensors"
 timeout 240 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*' --gtest_output="json:$OUT/gtest.json" \
