@@ -1,7 +1,6 @@
 // The registry of device interfaces, and copying a view's span of storage between devices.
 #include "kiln/device_interface.h"
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>

@@ -15,9 +15,9 @@ struct ToDeviceAttrs : AttrsOf<ToDeviceAttrs> {
 };
 extern OpDef to_device;
 
-// to_device's kernel: copies input 0 into output 0 (contiguous), whatever their devices. A
-// strided view on a device is made dense through the host. A device layer uses it as its
-// clone kernel until it has copy kernels of its own.
+// to_device's kernel: copies input 0 into output 0, whatever their devices. A strided view on
+// a device is made dense, and a strided destination written, through the host; a device
+// layer's clone kernel falls back to it for what its own kernels do not cover.
 void copy_across_devices(KernelCall& c);
 
 }  // namespace kiln::ops
