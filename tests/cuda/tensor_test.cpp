@@ -253,6 +253,15 @@ TEST(CudaTensor, MixingDevicesNamesTheOpBothDevicesTheModuleAndTheFix) {
   EXPECT_TRUE(contains(m, "model.to(device)")) << m;
 }
 
+TEST(CudaTensor, AnOutOfRangeTargetIsNamedBeforeAnyKernelRuns) {
+  REQUIRE_GPU();
+  const Tensor log_probs = zeros({3, 4}).to(kCUDA);
+  const Tensor labels = Tensor::from_vector<int64_t>({1, 7, 0}).to(kCUDA);
+  std::string m = error_of([&] { nn::functional::nll_loss(log_probs, labels); });
+  EXPECT_TRUE(contains(m, "[nll_loss] index 7 (element 1 of the target) is out of range for 4 entries"))
+      << m;
+}
+
 TEST(CudaTensor, AnOpWithoutACudaKernelSaysSoAndTheWayAround) {
   REQUIRE_GPU();
   if (ops::var.kernels[static_cast<size_t>(DeviceType::CUDA)])
@@ -314,6 +323,23 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   expect_same_on_gpu([](const auto& in) { return nn::functional::softmax(in[0], 0); }, {x}, 1e-5);
   expect_same_on_gpu([](const auto& in) { return nn::functional::log_softmax(in[0].t(), 1); }, {x},
                      1e-5);
+  // Cross-entropy (log_softmax, then nll_loss) and its gradient, with ignored targets.
+  const Tensor logits = randn({16, 5});
+  const Tensor labels = Tensor::from_vector<int64_t>({0, 4, 2, -100, 1, 1, 3, 0, 2, 4, -100, 3, 0, 1, 2, 4});
+  for (const Tensor& weight : {Tensor(), rand({5}) + 0.5}) {
+    Tensor cpu_logits = logits.clone().requires_grad_();
+    Tensor gpu_logits = logits.to(kCUDA).requires_grad_();
+    nn::functional::CrossEntropyOptions on_cpu, on_gpu;
+    on_cpu.weight = weight;
+    on_gpu.weight = weight.defined() ? weight.to(kCUDA) : Tensor();
+    const Tensor cpu_loss = nn::functional::cross_entropy(cpu_logits, labels, on_cpu);
+    const Tensor gpu_loss = nn::functional::cross_entropy(gpu_logits, labels.to(kCUDA), on_gpu);
+    EXPECT_NEAR(gpu_loss.item<double>(), cpu_loss.item<double>(), 1e-5);
+    cpu_loss.backward();
+    gpu_loss.backward();
+    count_mismatches(gpu_logits.grad().to_vector<double>(), cpu_logits.grad().to_vector<double>(),
+                     1e-5, 1e-7, "cross-entropy's gradient on the gpu");
+  }
   // Factories on the GPU.
   const Tensor filled = full({3, 4}, -2.5, TensorOptions(kFloat64).with_device(kCUDA));
   EXPECT_EQ(filled.to_vector<double>(), std::vector<double>(12, -2.5));

@@ -9,6 +9,7 @@
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/cuda/gemm.h"
+#include "kiln/cuda/loss_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/softmax_kernels.h"
 #include "kiln/cuda/stream.h"
@@ -60,6 +61,7 @@ void register_backend() {
   register_reduction_kernels();
   register_gemm_kernels();
   register_softmax_kernels();
+  register_loss_kernels();
 }
 
 }  // namespace kiln::cuda

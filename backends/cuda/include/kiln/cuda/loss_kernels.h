@@ -1,0 +1,30 @@
+// Eager nll_loss and nll_loss_backward on GPUs (with log_softmax, cross-entropy). Two
+// generated kernels, one thread per target element: the first reads each target's
+// log-probability and class weight (the reductions then sum them), the second writes each
+// target's gradient into its class of the zeroed input gradient. Targets are checked on the
+// host first, so an out-of-range class gets the CPU kernel's error (one synchronization per
+// call, where PyTorch asserts on the device).
+#pragma once
+
+#include <string>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cuda {
+
+// `extern "C" __global__ void name(const T* input, const long long* target, const T* weight,
+//  T* loss, T* weights, long long n, long long classes, long long inner, long long ignore)`:
+// per target element i, its loss -w[t] * input[n, t, s] and its weight w[t] (0 and 0 for
+// ignored targets); weight may be null (every class weighs 1).
+std::string nll_loss_kernel_source(DType dtype, const std::string& name);
+
+// `extern "C" __global__ void name(const T* grad, int grad_per_element, const long long* target,
+//  const T* weight, double scale, T* out, long long n, long long classes, long long inner,
+//  long long ignore)`: out[n, t, s] = -w[t] * g * scale (in float64, as the CPU kernel) for
+// each counted target; out is zeroed before.
+std::string nll_loss_backward_kernel_source(DType dtype, const std::string& name);
+
+// Fills the CUDA kernel slots of nll_loss and nll_loss_backward.
+void register_loss_kernels();
+
+}  // namespace kiln::cuda

@@ -1,0 +1,190 @@
+// nll_loss and nll_loss_backward on CUDA tensors (kiln/cuda/loss_kernels.h).
+#include "kiln/cuda/loss_kernels.h"
+
+#include <sstream>
+#include <vector>
+
+#include "cuda_c_builder.h"
+#include "kernel_cache.h"
+#include "kernel_source.h"
+#include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/dispatch.h"
+#include "kiln/error.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/loss.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/view.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+// input [N, C, S...] seen as [N, C, inner] ([C] is N = inner = 1), targets as [N * inner].
+struct NllLayout {
+  int64_t classes = 1, inner = 1;
+  explicit NllLayout(IntList input) {
+    if (input.size() == 1) {
+      classes = input[0];
+      return;
+    }
+    classes = input[1];
+    for (size_t d = 2; d < input.size(); ++d) inner *= input[d];
+  }
+};
+
+// The target's classes, read and checked on the host as the CPU kernel checks them.
+std::vector<int64_t> checked_targets(const Tensor& target, int64_t classes, int64_t ignore_index,
+                                     const char* op) {
+  std::vector<int64_t> t = target.to_vector<int64_t>();
+  for (size_t i = 0; i < t.size(); ++i) {
+    const int64_t v = t[i];
+    if ((v < 0 || v >= classes) && v != ignore_index) [[unlikely]]
+      KILN_FAIL("[", op, "] index ", v, " (element ", i, " of the target) is out of range for ",
+                classes, " entries: expected 0 <= index < ", classes,
+                ". Fix: class indices must lie in [0, num_classes) (or equal ignore_index).");
+  }
+  return t;
+}
+
+void launch(const GeneratedKernel& kernel, int64_t n, void** params) {
+  const FusedKernelInfo info{kernel.name, FusedKernelKind::Elementwise, 0, 1};
+  const int64_t count[] = {n};
+  kernel.module->launch_with(kernel.name, launch_geometry(info, count, kernel.module->multiprocessors()),
+                             params);
+}
+
+const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+// Input `i` of the call, contiguous (the kernels index it densely); undefined when absent.
+Tensor dense_input(const KernelCall& c, size_t i) {
+  if (i >= c.inputs.size() || !c.inputs[i].defined()) return Tensor();
+  return c.inputs[i].is_contiguous() ? c.inputs[i] : contiguous_on_gpu(c.inputs[i]);
+}
+
+void nll_loss_kernel(KernelCall& c) {
+  const auto& a = static_cast<const ops::NllLossAttrs&>(c.attrs);
+  const Tensor x = dense_input(c, 0), target = dense_input(c, 1), weight = dense_input(c, 2);
+  const Tensor& out = c.outputs[0];
+  const NllLayout layout(x.sizes());
+  checked_targets(target, layout.classes, a.ignore_index, "nll_loss");
+  long long n = target.numel();
+  // Per element: "none" writes the losses straight into the output.
+  const bool per_element = a.reduction == "none";
+  Tensor losses = per_element ? out : Tensor::empty({n}, x.dtype(), x.device());
+  Tensor weights = Tensor::empty({n}, x.dtype(), x.device());
+  if (n > 0) {
+    const int device = out.device().index;
+    const GeneratedKernel& kernel = generated_kernel(
+        device, std::string("nll_loss(") + std::string(dtype_name(x.dtype())) + ")", "nll_loss",
+        [&](const std::string& name) { return nll_loss_kernel_source(x.dtype(), name); });
+    const void* input_pointer = x.raw_data();
+    const void* target_pointer = target.raw_data();
+    const void* weight_pointer = data_or_null(weight);
+    void* loss_pointer = losses.raw_data();
+    void* weights_pointer = weights.raw_data();
+    long long classes = layout.classes, inner = layout.inner, ignore = a.ignore_index;
+    void* params[] = {&input_pointer, &target_pointer, &weight_pointer, &loss_pointer,
+                      &weights_pointer, &n, &classes, &inner, &ignore};
+    launch(kernel, n, params);
+  }
+  if (per_element) return;
+  // The sums by the reduction kernel; mean divides by the counted targets' weights (0/0 is
+  // nan when none count, as on the cpu).
+  const Tensor total = dispatch1(ops::sum, std::span<const Tensor>(&losses, 1), ops::ReduceAttrs{});
+  if (a.reduction == "sum") {
+    const Tensor copy[] = {total};
+    dispatch_into(ops::clone, copy, no_attrs(), out);
+    return;
+  }
+  const Tensor total_weight = dispatch1(ops::sum, std::span<const Tensor>(&weights, 1), ops::ReduceAttrs{});
+  const Tensor quotient[] = {total, total_weight};
+  dispatch_into(ops::div, quotient, no_attrs(), out);
+}
+
+void nll_loss_backward_kernel(KernelCall& c) {
+  const auto& a = static_cast<const ops::NllLossBackwardAttrs&>(c.attrs);
+  const Tensor grad = dense_input(c, 0), target = dense_input(c, 1), weight = dense_input(c, 2);
+  const Tensor& out = c.outputs[0];
+  const NllLayout layout(a.input_shape);
+  const std::vector<int64_t> t =
+      checked_targets(target, layout.classes, a.ignore_index, "nll_loss_backward");
+  fill_on_gpu(out, 0);
+  long long n = target.numel();
+  if (n == 0 || out.numel() == 0) return;
+  // Mean: each gradient is divided by the counted targets' summed weight, summed on the host
+  // from the targets already read (in float64, as the CPU kernel).
+  double scale = 1;
+  if (a.reduction == "mean") {
+    const std::vector<double> w = weight.defined() ? weight.to_vector<double>()
+                                                   : std::vector<double>(static_cast<size_t>(layout.classes), 1.0);
+    double total_weight = 0;
+    for (int64_t ti : t)
+      if (ti != a.ignore_index) total_weight += w[static_cast<size_t>(ti)];
+    scale = 1 / total_weight;
+  }
+  const GeneratedKernel& kernel = generated_kernel(
+      out.device().index, std::string("nll_loss_backward(") + std::string(dtype_name(out.dtype())) + ")",
+      "nll_loss_backward",
+      [&](const std::string& name) { return nll_loss_backward_kernel_source(out.dtype(), name); });
+  const void* grad_pointer = grad.raw_data();
+  int per_element = a.reduction == "none" ? 1 : 0;
+  const void* target_pointer = target.raw_data();
+  const void* weight_pointer = data_or_null(weight);
+  void* out_pointer = out.raw_data();
+  long long classes = layout.classes, inner = layout.inner, ignore = a.ignore_index;
+  void* params[] = {&grad_pointer, &per_element, &target_pointer, &weight_pointer, &scale,
+                    &out_pointer, &n, &classes, &inner, &ignore};
+  launch(kernel, n, params);
+}
+
+}  // namespace
+
+std::string nll_loss_kernel_source(DType dtype, const std::string& name) {
+  const std::string t = CudaCBuilder::compute_type(dtype);
+  std::ostringstream s;
+  s << "// kiln eager kernel: nll_loss(" << dtype_name(dtype) << ")\n"
+    << kKernelPrelude << "KILN_KERNEL void " << name << "(const " << t
+    << "* __restrict__ input, const long long* __restrict__ target, const " << t
+    << "* __restrict__ weight, " << t << "* __restrict__ loss, " << t
+    << "* __restrict__ weights, long long n, long long classes, long long inner, "
+       "long long ignore) {\n"
+    << "  KILN_FOR_EACH_ELEMENT(i, n) {\n"
+    << "    const long long t = target[i];\n"
+    << "    if (t == ignore) {\n"
+    << "      loss[i] = 0;\n"
+    << "      weights[i] = 0;\n"
+    << "      continue;\n"
+    << "    }\n"
+    << "    const " << t << " w = weight ? weight[t] : (" << t << ")1;\n"
+    << "    loss[i] = -w * input[(i / inner) * classes * inner + t * inner + i % inner];\n"
+    << "    weights[i] = w;\n"
+    << "  }\n}\n";
+  return s.str();
+}
+
+std::string nll_loss_backward_kernel_source(DType dtype, const std::string& name) {
+  const std::string t = CudaCBuilder::compute_type(dtype);
+  std::ostringstream s;
+  s << "// kiln eager kernel: nll_loss_backward(" << dtype_name(dtype) << ")\n"
+    << kKernelPrelude << "KILN_KERNEL void " << name << "(const " << t
+    << "* __restrict__ grad, int grad_per_element, const long long* __restrict__ target, const "
+    << t << "* __restrict__ weight, double scale, " << t
+    << "* __restrict__ out, long long n, long long classes, long long inner, long long ignore) {\n"
+    << "  KILN_FOR_EACH_ELEMENT(i, n) {\n"
+    << "    const long long t = target[i];\n"
+    << "    if (t == ignore) continue;\n"
+    << "    const double g = grad_per_element ? grad[i] : grad[0];\n"
+    << "    const double w = weight ? weight[t] : 1.0;\n"
+    << "    out[(i / inner) * classes * inner + t * inner + i % inner] = (" << t
+    << ")(-w * g * scale);\n"
+    << "  }\n}\n";
+  return s.str();
+}
+
+void register_loss_kernels() {
+  ops::nll_loss.kernels[static_cast<size_t>(DeviceType::CUDA)] = nll_loss_kernel;
+  ops::nll_loss_backward.kernels[static_cast<size_t>(DeviceType::CUDA)] = nll_loss_backward_kernel;
+}
+
+}  // namespace kiln::cuda
