@@ -149,6 +149,65 @@ TEST(CudaReductionKernels, EveryKernelComputesWhatTheCpuKernelDoes) {
   std::filesystem::remove_all(dir);
 }
 
+// ---- max_dim and min_dim ----
+
+TEST(CudaArgReductionKernels, ValuesAndFirstIndicesAreTheCpuKernels) {
+  init();
+  struct Case {
+    std::string name;
+    bool max;
+    int64_t dim;
+    Tensor input;
+    ReductionPlan plan;
+  };
+  std::vector<Case> cases;
+  for (bool max : {true, false})
+    for (DType dtype : {kBool, kInt32, kInt64, kFloat32, kFloat64})
+      for (int layout = 0; layout < 4; ++layout)  // seed 3 puts a NaN in float inputs
+        for (int64_t dim : {0, 1, 2, -1}) {
+          Tensor x = layout == 1 ? sample(dtype, {7, 6, 4}, layout).transpose(0, 2)
+                                 : sample(dtype, {4, 6, 7}, layout);
+          const int64_t wrapped = dim < 0 ? dim + 3 : dim;
+          cases.push_back({std::string(max ? "max_dim_" : "min_dim_") + std::to_string(cases.size()),
+                           max, dim, x, plan_reduction(x, uint64_t{1} << wrapped)});
+        }
+  // The host runs every case; NVRTC and ptxas each distinct kernel (op, dtype, plan ranks).
+  std::string source, distinct;
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const Case& c : cases) {
+    const std::string kernel = arg_reduction_kernel_source(c.max, c.input.dtype(), c.plan, c.name);
+    source += kernel;
+    const std::string key = std::to_string(c.max) + std::string(dtype_name(c.input.dtype())) +
+                            std::to_string(c.plan.kept_rank) + std::to_string(c.plan.reduced_rank);
+    if (!seen.insert(key).second) continue;
+    distinct += kernel;
+    names.push_back(c.name);
+  }
+  const std::string no_toolchain = expect_gpu_toolchain_accepts(distinct, names);
+  if (const std::string why = host_build_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const std::filesystem::path dir = scratch_dir("cuda_arg_reductions");
+  std::shared_ptr<void> library = build_on_host(source, dir);
+  ASSERT_TRUE(library);
+  using Kernel = void (*)(const void*, void*, void*, long long, long long, ReduceKernelDims);
+  for (const Case& c : cases) {
+    auto kernel = reinterpret_cast<Kernel>(dlsym(library.get(), c.name.c_str()));
+    ASSERT_NE(kernel, nullptr) << c.name;
+    ops::DimReduceAttrs attrs;
+    attrs.dim = c.dim;
+    const Tensors want = dispatch(c.max ? ops::max_dim : ops::min_dim, std::vector<Tensor>{c.input}, attrs);
+    Tensor values = Tensor::empty(want[0].sizes(), want[0].dtype());
+    Tensor indices = Tensor::empty(want[1].sizes(), kInt64);
+    kernel(c.input.raw_data(), values.raw_data(), indices.raw_data(), c.plan.outputs, c.plan.reduced,
+           reduce_kernel_dims(c.plan));
+    const std::string what = c.name + " over dim " + std::to_string(c.dim) + " of " + c.input.type_str();
+    count_mismatches(values.to_vector<double>(), want[0].to_vector<double>(), 0, 0, what + " values");
+    count_mismatches(indices.to_vector<double>(), want[1].to_vector<double>(), 0, 0, what + " indices");
+  }
+  std::filesystem::remove_all(dir);
+  if (!no_toolchain.empty()) GTEST_SKIP() << no_toolchain << " (the host run passed)";
+}
+
 // ---- softmax and log_softmax ----
 
 struct SoftmaxCase {

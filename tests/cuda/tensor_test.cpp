@@ -319,6 +319,11 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   expect_same_on_gpu([](const auto& in) { return matmul(in[0], in[1]); }, {batch, w}, 1e-5);
   expect_same_on_gpu([](const auto& in) { return matmul(in[0].to(kFloat64), in[1].to(kFloat64)); },
                      {x, w}, 1e-12);
+  // max/argmax along a dim (the first of equal values wins, as on the cpu).
+  const Tensor ties = Tensor::from_vector<float>({1, 3, 3, 0, 2, 2, 5, 5, 1}, {3, 3});
+  expect_same_on_gpu([](const auto& in) { return std::get<1>(max(in[0], 1)); }, {ties});
+  expect_same_on_gpu([](const auto& in) { return std::get<0>(min(in[0], 0)) + in[0].argmax(0).to(kFloat32); },
+                     {x});
   // Row kernels: softmax and log_softmax over any dim.
   expect_same_on_gpu([](const auto& in) { return nn::functional::softmax(in[0], 0); }, {x}, 1e-5);
   expect_same_on_gpu([](const auto& in) { return nn::functional::log_softmax(in[0].t(), 1); }, {x},

@@ -39,6 +39,33 @@ void reduction_kernel(KernelCall& c) {
                              params);
 }
 
+template <bool Max>
+void arg_reduction_kernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  const auto& attrs = static_cast<const ops::DimReduceAttrs&>(c.attrs);
+  const int64_t dim = x.dim() == 0 ? 0 : wrap_dim(attrs.dim, x.dim(), c.op.name.c_str());
+  const ReductionPlan plan = plan_reduction(x, x.dim() == 0 ? 0 : uint64_t{1} << dim);
+  if (plan.outputs == 0) return;
+  const int device = x.device().index;
+  const std::string key = std::string(c.op.name) + "(" + std::string(dtype_name(x.dtype())) +
+                          ")/kept" + std::to_string(plan.kept_rank) + "/reduced" +
+                          std::to_string(plan.reduced_rank);
+  const GeneratedKernel& kernel = generated_kernel(device, key, c.op.name, [&](const std::string& name) {
+    return arg_reduction_kernel_source(Max, x.dtype(), plan, name);
+  });
+  const void* in_pointer = x.raw_data();
+  void* values_pointer = c.outputs[0].raw_data();
+  void* indices_pointer = c.outputs[1].raw_data();
+  long long outputs = plan.outputs, reduced = plan.reduced;
+  ReduceKernelDims dims = reduce_kernel_dims(plan);
+  void* params[] = {&in_pointer, &values_pointer, &indices_pointer, &outputs, &reduced, &dims};
+  const FusedKernelInfo info{kernel.name, FusedKernelKind::Rows, 0, 2};
+  const int64_t counts[] = {plan.outputs, plan.reduced};
+  kernel.module->launch_with(kernel.name,
+                             launch_geometry(info, counts, kernel.module->multiprocessors()),
+                             params);
+}
+
 }  // namespace
 
 void register_reduction_kernels() {
@@ -51,6 +78,8 @@ void register_reduction_kernels() {
   set(ops::amin, reduction_kernel<ReductionKind::Min>);
   set(ops::all, reduction_kernel<ReductionKind::All>);
   set(ops::any, reduction_kernel<ReductionKind::Any>);
+  set(ops::max_dim, arg_reduction_kernel<true>);
+  set(ops::min_dim, arg_reduction_kernel<false>);
 }
 
 }  // namespace kiln::cuda

@@ -188,4 +188,62 @@ std::string reduction_kernel_source(ReductionKind kind, DType input, DType outpu
   return s.str();
 }
 
+std::string arg_reduction_kernel_source(bool max, DType dtype, const ReductionPlan& plan,
+                                        const std::string& name) {
+  const std::string t = CudaCBuilder::compute_type(dtype);
+  CudaCBuilder start;
+  const ScalarValue lowest = start.constant(identity(max ? ReductionKind::Max : ReductionKind::Min, dtype), dtype);
+  std::ostringstream s;
+  s << "// kiln eager kernel: " << (max ? "max_dim(" : "min_dim(") << dtype_name(dtype) << ")\n"
+    << kKernelPrelude
+    << function(start, dtype, name + "_identity", "", lowest)
+    // Whether (a, ia) wins over (b, ib): a NaN beats any number, the more extreme value beats
+    // the other, and between equals (or two NaNs) the lower index wins.
+    << "KILN_DEVICE bool " << name << "_better(" << t << " a, long long ia, " << t
+    << " b, long long ib) {\n"
+    << "  const bool a_nan = a != a, b_nan = b != b;\n"
+    << "  if (a_nan || b_nan) return a_nan && (!b_nan || ia < ib);\n"
+    << "  return a " << (max ? ">" : "<") << " b || (a == b && ia < ib);\n}\n"
+    << "KILN_DEVICE void " << name << "_pick(" << t << "& v, long long& i, " << t
+    << " v2, long long i2) {\n"
+    << "  if (" << name << "_better(v2, i2, v, i)) {\n    v = v2;\n    i = i2;\n  }\n}\n"
+    << "KILN_DEVICE void " << name << "_block(" << t << "& v, long long& i) {\n"
+    << "#if KILN_COOPERATIVE_BLOCKS\n"
+    << "  __shared__ " << t << " values[32];\n"
+    << "  __shared__ long long indices[32];\n"
+    << "  for (int offset = 16; offset > 0; offset >>= 1)\n"
+    << "    " << name << "_pick(v, i, kiln_shfl_down(v, offset), kiln_shfl_down(i, offset));\n"
+    << "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    << "  __syncthreads();\n"
+    << "  if (lane == 0) {\n    values[warp] = v;\n    indices[warp] = i;\n  }\n"
+    << "  __syncthreads();\n"
+    << "  const bool has = threadIdx.x < (blockDim.x + 31) / 32;\n"
+    << "  v = has ? values[threadIdx.x] : " << name << "_identity();\n"
+    << "  i = has ? indices[threadIdx.x] : 0x7fffffffffffffffLL;\n"
+    << "  if (warp == 0)\n"
+    << "    for (int offset = 16; offset > 0; offset >>= 1)\n"
+    << "      " << name << "_pick(v, i, kiln_shfl_down(v, offset), kiln_shfl_down(i, offset));\n"
+    << "#endif\n}\n"
+    << "KILN_KERNEL void " << name << "(const " << storage_type(dtype) << "* __restrict__ in, "
+    << storage_type(dtype) << "* __restrict__ values, long long* __restrict__ indices, "
+    << "long long outputs, long long reduced, KilnReduceDims dims) {\n"
+    << "  for (long long o = KILN_BLOCK_INDEX; o < outputs; o += KILN_BLOCK_COUNT) {\n"
+    << "    long long base = 0;\n"
+    << offset_code("o", "base", "kept_sizes", "kept_strides", plan.kept_rank, "    ")
+    << "    " << t << " v = " << name << "_identity();\n"
+    << "    long long i = 0x7fffffffffffffffLL;\n"
+    << "    for (long long r = KILN_THREAD_INDEX; r < reduced; r += KILN_THREAD_COUNT) {\n"
+    << "      long long offset = base;\n"
+    << offset_code("r", "offset", "reduced_sizes", "reduced_strides", plan.reduced_rank, "      ")
+    << "      " << name << "_pick(v, i, " << load(dtype, "in[offset]") << ", r);\n"
+    << "    }\n"
+    << "    " << name << "_block(v, i);\n"
+    << "    if (KILN_THREAD_INDEX == 0) {\n"
+    << "      values[o] = " << store(dtype, "v") << ";\n"
+    << "      indices[o] = i;\n"
+    << "    }\n"
+    << "  }\n}\n";
+  return s.str();
+}
+
 }  // namespace kiln::cuda

@@ -50,7 +50,13 @@ std::string reduction_kernel_key(ReductionKind kind, DType input, DType output,
 std::string reduction_kernel_source(ReductionKind kind, DType input, DType output,
                                     const ReductionPlan& plan, const std::string& name);
 
-// Fills the CUDA kernel slots of sum, prod, amax, amin, all and any.
+// max_dim / min_dim: `extern "C" __global__ void name(const T* in, T* values, long long* indices,
+// long long outputs, long long reduced, KilnReduceDims dims)`, the reduced dim being one dim.
+// The first extreme element wins (the first NaN, if any), as on the CPU.
+std::string arg_reduction_kernel_source(bool max, DType dtype, const ReductionPlan& plan,
+                                        const std::string& name);
+
+// Fills the CUDA kernel slots of sum, prod, amax, amin, all, any, max_dim and min_dim.
 void register_reduction_kernels();
 
 }  // namespace kiln::cuda
