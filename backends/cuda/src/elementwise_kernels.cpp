@@ -40,11 +40,7 @@ void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, con
   params.push_back(&out_pointer);
   params.push_back(&n);
   params.push_back(&dims);
-  const FusedKernelInfo info{kernel.name, FusedKernelKind::Elementwise, 0, 1};
-  const int64_t count[] = {plan.numel};
-  kernel.module->launch_with(kernel.name,
-                             launch_geometry(info, count, kernel.module->multiprocessors()),
-                             params.data());
+  launch_over_elements(kernel, plan.numel, params.data());
 }
 
 void elementwise_kernel(KernelCall& c) {

@@ -34,4 +34,19 @@ const GeneratedKernel& generated_kernel(int device, const std::string& key,
   return *slot;
 }
 
+void launch_over_elements(const GeneratedKernel& kernel, int64_t n, void** params) {
+  const FusedKernelInfo info{kernel.name, FusedKernelKind::Elementwise, 0, 1};
+  const int64_t count[] = {n};
+  kernel.module->launch_with(kernel.name,
+                             launch_geometry(info, count, kernel.module->multiprocessors()), params);
+}
+
+void launch_over_rows(const GeneratedKernel& kernel, int64_t rows, int64_t row_length,
+                      void** params) {
+  const FusedKernelInfo info{kernel.name, FusedKernelKind::Rows, 0, 2};
+  const int64_t counts[] = {rows, row_length};
+  kernel.module->launch_with(kernel.name,
+                             launch_geometry(info, counts, kernel.module->multiprocessors()), params);
+}
+
 }  // namespace kiln::cuda

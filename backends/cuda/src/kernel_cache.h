@@ -22,4 +22,10 @@ const GeneratedKernel& generated_kernel(int device, const std::string& key,
                                         const std::string& prefix,
                                         const std::function<std::string(const std::string&)>& make_source);
 
+// Queues `kernel` on the current stream with `params` (each pointing at a parameter): over `n`
+// elements (256-thread blocks, a grid-stride loop), or over `rows` rows of `row_length`
+// elements (a block per row, whole warps as many as the row needs, up to 1024).
+void launch_over_elements(const GeneratedKernel& kernel, int64_t n, void** params);
+void launch_over_rows(const GeneratedKernel& kernel, int64_t rows, int64_t row_length, void** params);
+
 }  // namespace kiln::cuda

@@ -47,13 +47,6 @@ std::vector<int64_t> checked_targets(const Tensor& target, int64_t classes, int6
   return t;
 }
 
-void launch(const GeneratedKernel& kernel, int64_t n, void** params) {
-  const FusedKernelInfo info{kernel.name, FusedKernelKind::Elementwise, 0, 1};
-  const int64_t count[] = {n};
-  kernel.module->launch_with(kernel.name, launch_geometry(info, count, kernel.module->multiprocessors()),
-                             params);
-}
-
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 // Input `i` of the call, contiguous (the kernels index it densely); undefined when absent.
@@ -86,7 +79,7 @@ void nll_loss_kernel(KernelCall& c) {
     long long classes = layout.classes, inner = layout.inner, ignore = a.ignore_index;
     void* params[] = {&input_pointer, &target_pointer, &weight_pointer, &loss_pointer,
                       &weights_pointer, &n, &classes, &inner, &ignore};
-    launch(kernel, n, params);
+    launch_over_elements(kernel, n, params);
   }
   if (per_element) return;
   // The sums by the reduction kernel; mean divides by the counted targets' weights (0/0 is
@@ -135,7 +128,7 @@ void nll_loss_backward_kernel(KernelCall& c) {
   long long classes = layout.classes, inner = layout.inner, ignore = a.ignore_index;
   void* params[] = {&grad_pointer, &per_element, &target_pointer, &weight_pointer, &scale,
                     &out_pointer, &n, &classes, &inner, &ignore};
-  launch(kernel, n, params);
+  launch_over_elements(kernel, n, params);
 }
 
 }  // namespace

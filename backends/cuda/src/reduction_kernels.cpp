@@ -32,11 +32,7 @@ void reduction_kernel(KernelCall& c) {
   long long outputs = plan.outputs, reduced = plan.reduced;
   ReduceKernelDims dims = reduce_kernel_dims(plan);
   void* params[] = {&in_pointer, &out_pointer, &outputs, &reduced, &dims};
-  const FusedKernelInfo info{kernel.name, FusedKernelKind::Rows, 0, 2};
-  const int64_t counts[] = {plan.outputs, plan.reduced};
-  kernel.module->launch_with(kernel.name,
-                             launch_geometry(info, counts, kernel.module->multiprocessors()),
-                             params);
+  launch_over_rows(kernel, plan.outputs, plan.reduced, params);
 }
 
 template <bool Max>
@@ -59,11 +55,7 @@ void arg_reduction_kernel(KernelCall& c) {
   long long outputs = plan.outputs, reduced = plan.reduced;
   ReduceKernelDims dims = reduce_kernel_dims(plan);
   void* params[] = {&in_pointer, &values_pointer, &indices_pointer, &outputs, &reduced, &dims};
-  const FusedKernelInfo info{kernel.name, FusedKernelKind::Rows, 0, 2};
-  const int64_t counts[] = {plan.outputs, plan.reduced};
-  kernel.module->launch_with(kernel.name,
-                             launch_geometry(info, counts, kernel.module->multiprocessors()),
-                             params);
+  launch_over_rows(kernel, plan.outputs, plan.reduced, params);
 }
 
 }  // namespace

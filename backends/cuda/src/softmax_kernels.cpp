@@ -54,11 +54,7 @@ void softmax_kernel(KernelCall& c) {
   long long rows = plan.outputs, cols = plan.reduced;
   ReduceKernelDims dims = reduce_kernel_dims(plan);
   void* params[] = {&in_pointer, &out_pointer, &rows, &cols, &dims};
-  const FusedKernelInfo info{kernel.name, FusedKernelKind::Rows, 0, 2};
-  const int64_t counts[] = {plan.outputs, plan.reduced};
-  kernel.module->launch_with(kernel.name,
-                             launch_geometry(info, counts, kernel.module->multiprocessors()),
-                             params);
+  launch_over_rows(kernel, plan.outputs, plan.reduced, params);
 }
 
 }  // namespace
