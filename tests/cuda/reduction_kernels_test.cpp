@@ -18,6 +18,7 @@
 #include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/cuda/softmax_kernels.h"
+#include "kiln/cuda/statistic_kernels.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/softmax.h"
 #include "test_util.h"
@@ -203,6 +204,83 @@ TEST(CudaArgReductionKernels, ValuesAndFirstIndicesAreTheCpuKernels) {
     const std::string what = c.name + " over dim " + std::to_string(c.dim) + " of " + c.input.type_str();
     count_mismatches(values.to_vector<double>(), want[0].to_vector<double>(), 0, 0, what + " values");
     count_mismatches(indices.to_vector<double>(), want[1].to_vector<double>(), 0, 0, what + " indices");
+  }
+  std::filesystem::remove_all(dir);
+  if (!no_toolchain.empty()) GTEST_SKIP() << no_toolchain << " (the host run passed)";
+}
+
+// ---- var and norm ----
+
+TEST(CudaStatisticKernels, VarAndEveryPNormAreTheCpuKernels) {
+  init();
+  struct Case {
+    std::string name;
+    std::string source;
+    const OpDef* op;
+    std::unique_ptr<Attrs> attrs;
+    Tensor input;
+    ReductionPlan plan;
+    double correction = 0;  // var only
+    bool to_toolchain = false;
+  };
+  std::vector<Case> cases;
+  const std::vector<Shape> dim_sets = {{}, {0}, {2}, {0, 2}, {-1}};
+  for (DType dtype : {kFloat32, kFloat64})
+    for (int layout = 0; layout < 4; ++layout)  // seed 3 puts a NaN in the input
+      for (const Shape& dims : dim_sets) {
+        const Tensor x = layout == 1 ? sample(dtype, {7, 6, 4}, layout).transpose(0, 2)
+                                     : sample(dtype, {4, 6, 7}, layout);
+        const ReductionPlan plan = plan_reduction(x, reduction_mask(dims, 3, "test"));
+        for (double correction : {0.0, 1.0, 30.0}) {
+          auto attrs = std::make_unique<ops::VarAttrs>();
+          attrs->dims = dims;
+          attrs->correction = correction;
+          const std::string name = "var_" + std::to_string(cases.size());
+          cases.push_back({name, var_kernel_source(dtype, plan, name), &ops::var, std::move(attrs), x,
+                           plan, correction, layout == 0 && dtype == kFloat64});
+        }
+        for (double p : {0.0, 1.0, 2.0, 3.0, 0.5, double(INFINITY), -double(INFINITY)}) {
+          auto attrs = std::make_unique<ops::NormAttrs>();
+          attrs->dims = dims;
+          attrs->p = p;
+          const std::string name = "norm_" + std::to_string(cases.size());
+          cases.push_back({name, norm_kernel_source(p, dtype, plan, name), &ops::norm, std::move(attrs), x,
+                           plan, 0, layout == 0 && dtype == kFloat64});
+        }
+      }
+  // NVRTC and ptxas see the float64 kernels of one layout (every dim set and p); the host runs
+  // them all.
+  std::string source, distinct;
+  std::vector<std::string> names;
+  for (const Case& c : cases) {
+    source += c.source;
+    if (!c.to_toolchain) continue;
+    distinct += c.source;
+    names.push_back(c.name);
+  }
+  const std::string no_toolchain = expect_gpu_toolchain_accepts(distinct, names);
+  if (const std::string why = host_build_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const std::filesystem::path dir = scratch_dir("cuda_statistics");
+  std::shared_ptr<void> library = build_on_host(source, dir);
+  ASSERT_TRUE(library);
+  for (const Case& c : cases) {
+    void* entry = dlsym(library.get(), c.name.c_str());
+    ASSERT_NE(entry, nullptr) << c.name;
+    const Tensor want = dispatch(*c.op, std::vector<Tensor>{c.input}, *c.attrs)[0];
+    Tensor got = Tensor::empty(want.sizes(), want.dtype());
+    if (c.op == &ops::var)
+      reinterpret_cast<void (*)(const void*, void*, long long, long long, ReduceKernelDims, double)>(entry)(
+          c.input.raw_data(), got.raw_data(), c.plan.outputs, c.plan.reduced,
+          reduce_kernel_dims(c.plan), c.correction);
+    else
+      reinterpret_cast<void (*)(const void*, void*, long long, long long, ReduceKernelDims)>(entry)(
+          c.input.raw_data(), got.raw_data(), c.plan.outputs, c.plan.reduced,
+          reduce_kernel_dims(c.plan));
+    // var: float64 on both sides (two passes here, Welford there); norms: sums in the input's
+    // dtype in another order.
+    const double rtol = c.input.dtype() == kFloat32 ? 2e-6 : 1e-12;
+    count_mismatches(got.to_vector<double>(), want.to_vector<double>(), rtol, rtol,
+                     c.name + " " + c.op->name + c.attrs->str() + " of " + c.input.type_str());
   }
   std::filesystem::remove_all(dir);
   if (!no_toolchain.empty()) GTEST_SKIP() << no_toolchain << " (the host run passed)";

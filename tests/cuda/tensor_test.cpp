@@ -15,7 +15,7 @@
 #include "cuda/requirements.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/kiln.h"
-#include "kiln/ops/reduction.h"
+#include "kiln/ops/norm.h"
 #include "test_util.h"
 #include "values_close.h"
 
@@ -264,10 +264,10 @@ TEST(CudaTensor, AnOutOfRangeTargetIsNamedBeforeAnyKernelRuns) {
 
 TEST(CudaTensor, AnOpWithoutACudaKernelSaysSoAndTheWayAround) {
   REQUIRE_GPU();
-  if (ops::var.kernels[static_cast<size_t>(DeviceType::CUDA)])
-    GTEST_SKIP() << "var has a CUDA kernel: this message needs an op without one";
-  std::string m = error_of([] { ones({2, 3}).to(kCUDA).var({1}); });
-  EXPECT_TRUE(contains(m, "[var] has no kernel for cuda:0 yet (it has kernels for: cpu)")) << m;
+  if (ops::layer_norm.kernels[static_cast<size_t>(DeviceType::CUDA)])
+    GTEST_SKIP() << "layer_norm has a CUDA kernel: this message needs an op without one";
+  std::string m = error_of([] { nn::functional::layer_norm(ones({2, 3}).to(kCUDA), {3}); });
+  EXPECT_TRUE(contains(m, "[layer_norm] has no kernel for cuda:0 yet (it has kernels for: cpu)")) << m;
   EXPECT_TRUE(contains(m, "Fix: move its inputs with .to(cpu)")) << m;
 }
 
@@ -319,6 +319,10 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   expect_same_on_gpu([](const auto& in) { return matmul(in[0], in[1]); }, {batch, w}, 1e-5);
   expect_same_on_gpu([](const auto& in) { return matmul(in[0].to(kFloat64), in[1].to(kFloat64)); },
                      {x, w}, 1e-12);
+  // var and the p-norms.
+  expect_same_on_gpu([](const auto& in) { return in[0].var({1}) + in[0].t().std({0}, 0); }, {x}, 1e-5);
+  expect_same_on_gpu([](const auto& in) { return in[0].norm(2, {1}) + in[0].norm(INFINITY, {1}); }, {x},
+                     1e-5);
   // max/argmax along a dim (the first of equal values wins, as on the cpu).
   const Tensor ties = Tensor::from_vector<float>({1, 3, 3, 0, 2, 2, 5, 5, 1}, {3, 3});
   expect_same_on_gpu([](const auto& in) { return std::get<1>(max(in[0], 1)); }, {ties});

@@ -12,6 +12,7 @@
 #include "kiln/cuda/loss_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/softmax_kernels.h"
+#include "kiln/cuda/statistic_kernels.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/device_interface.h"
 #include "kiln/error.h"
@@ -62,6 +63,7 @@ void register_backend() {
   register_gemm_kernels();
   register_softmax_kernels();
   register_loss_kernels();
+  register_statistic_kernels();
 }
 
 }  // namespace kiln::cuda
