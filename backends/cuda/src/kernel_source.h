@@ -4,7 +4,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "cuda_c_builder.h"
 #include "kiln/dtype.h"
 
 namespace kiln::cuda {
@@ -33,5 +35,21 @@ std::string offset_code(const std::string& flat, const std::string& offset, cons
 std::string block_reduce_source(const std::string& function, const std::string& type,
                                 const std::string& combine, const std::string& identity,
                                 bool to_all_threads);
+
+// A device function `name(a0, ..., a{arity-1})` of values of `dtype`, whose body
+// `build(builder, parameters)` writes with CudaCBuilder; it returns a value of `dtype`.
+template <class Build>
+std::string device_function(const std::string& name, DType dtype, int arity, Build&& build) {
+  CudaCBuilder b;
+  std::string params;
+  std::vector<ScalarValue> args;
+  for (int i = 0; i < arity; ++i) {
+    args.push_back(b.parameter("a" + std::to_string(i), dtype));
+    params += std::string(i ? ", " : "") + CudaCBuilder::compute_type(dtype) + " a" + std::to_string(i);
+  }
+  const ScalarValue result = build(b, args);
+  return "KILN_DEVICE " + std::string(CudaCBuilder::compute_type(dtype)) + " " + name + "(" +
+         params + ") {\n" + b.statements() + "  return " + b.name(result) + ";\n}\n";
+}
 
 }  // namespace kiln::cuda

@@ -18,21 +18,6 @@ namespace kiln::cuda {
 
 namespace {
 
-// A device function `name(params)` built by `build` with CudaCBuilder.
-template <class Build>
-std::string function(const std::string& name, DType dtype, int arity, Build&& build) {
-  CudaCBuilder b;
-  std::string params;
-  std::vector<ScalarValue> args;
-  for (int i = 0; i < arity; ++i) {
-    args.push_back(b.parameter("a" + std::to_string(i), dtype));
-    params += std::string(i ? ", " : "") + CudaCBuilder::compute_type(dtype) + " a" + std::to_string(i);
-  }
-  const ScalarValue result = build(b, args);
-  return "KILN_DEVICE " + std::string(CudaCBuilder::compute_type(dtype)) + " " + name + "(" +
-         params + ") {\n" + b.statements() + "  return " + b.name(result) + ";\n}\n";
-}
-
 template <bool Log>
 void softmax_kernel(KernelCall& c) {
   const Tensor& out = c.outputs[0];
@@ -68,24 +53,24 @@ std::string softmax_kernel_source(bool log, DType dtype, const ReductionPlan& pl
   s << "// kiln eager kernel: " << (log ? "log_softmax" : "softmax") << "(" << dtype_name(dtype)
     << ")\n"
     << kKernelPrelude
-    << function(name + "_max", dtype, 2,
+    << device_function(name + "_max", dtype, 2,
                 [](CudaCBuilder& b, const std::vector<ScalarValue>& a) {
                   return b.binary(ScalarOp::Max, a[0], a[1]);
                 })
-    << function(name + "_add", dtype, 2,
+    << device_function(name + "_add", dtype, 2,
                 [](CudaCBuilder& b, const std::vector<ScalarValue>& a) { return b.add(a[0], a[1]); })
-    << function(name + "_lowest", dtype, 0,
+    << device_function(name + "_lowest", dtype, 0,
                 [&](CudaCBuilder& b, const std::vector<ScalarValue>&) {
                   return b.constant(-std::numeric_limits<double>::infinity(), dtype);
                 })
-    << function(name + "_zero", dtype, 0,
+    << device_function(name + "_zero", dtype, 0,
                 [&](CudaCBuilder& b, const std::vector<ScalarValue>&) { return b.constant(0, dtype); })
     // exp(x - max), and the output from it: divided by the sum, or its log minus log(sum).
-    << function(name + "_shifted_exp", dtype, 2,
+    << device_function(name + "_shifted_exp", dtype, 2,
                 [](CudaCBuilder& b, const std::vector<ScalarValue>& a) {
                   return b.unary(ScalarOp::Exp, b.sub(a[0], a[1]));
                 })
-    << function(name + "_output", dtype, 3,
+    << device_function(name + "_output", dtype, 3,
                 [log](CudaCBuilder& b, const std::vector<ScalarValue>& a) {
                   // a0: x, a1: the row maximum, a2: the sum of exp(x - max)
                   return log ? b.sub(b.sub(a[0], a[1]), b.unary(ScalarOp::Log, a[2]))

@@ -18,21 +18,6 @@ namespace kiln::cuda {
 
 namespace {
 
-// A device function `name(params)` of `arity` values of `dtype`, built with CudaCBuilder.
-template <class Build>
-std::string function(const std::string& name, DType dtype, int arity, Build&& build) {
-  CudaCBuilder b;
-  std::string params;
-  std::vector<ScalarValue> args;
-  for (int i = 0; i < arity; ++i) {
-    args.push_back(b.parameter("a" + std::to_string(i), dtype));
-    params += std::string(i ? ", " : "") + CudaCBuilder::compute_type(dtype) + " a" + std::to_string(i);
-  }
-  const ScalarValue result = build(b, args);
-  return "KILN_DEVICE " + std::string(CudaCBuilder::compute_type(dtype)) + " " + name + "(" +
-         params + ") {\n" + b.statements() + "  return " + b.name(result) + ";\n}\n";
-}
-
 // The loop header and offset of each of the block's elements of output `o`.
 std::string for_each_reduced(const ReductionPlan& plan) {
   return "    for (long long r = KILN_THREAD_INDEX; r < reduced; r += KILN_THREAD_COUNT) {\n"
@@ -133,7 +118,7 @@ std::string norm_kernel_source(double p, DType dtype, const ReductionPlan& plan,
   s << "// kiln eager kernel: norm(p=" << p << ", " << dtype_name(dtype) << ")\n"
     << kKernelPrelude
     // What each element adds: x != 0, |x|, x², or |x|^p; |x| for the extremes.
-    << function(name + "_term", dtype, 1,
+    << device_function(name + "_term", dtype, 1,
                 [&](CudaCBuilder& b, const Values& a) {
                   if (p == 0) return b.cast(b.binary(ScalarOp::Ne, a[0], b.like(a[0], 0)), dtype);
                   if (p == 2) return b.mul(a[0], a[0]);
@@ -141,16 +126,16 @@ std::string norm_kernel_source(double p, DType dtype, const ReductionPlan& plan,
                   if (p == 1 || extreme) return magnitude;
                   return b.binary(ScalarOp::Pow, magnitude, b.like(magnitude, p));
                 })
-    << function(name + "_combine", dtype, 2,
+    << device_function(name + "_combine", dtype, 2,
                 [&](CudaCBuilder& b, const Values& a) {
                   if (!extreme) return b.add(a[0], a[1]);
                   return b.binary(p > 0 ? ScalarOp::Max : ScalarOp::Min, a[0], a[1]);
                 })
-    << function(name + "_identity", dtype, 0,
+    << device_function(name + "_identity", dtype, 0,
                 [&](CudaCBuilder& b, const Values&) {
                   return b.constant(!extreme ? 0 : p > 0 ? -inf : inf, dtype);
                 })
-    << function(name + "_finish", dtype, 1,
+    << device_function(name + "_finish", dtype, 1,
                 [&](CudaCBuilder& b, const Values& a) {
                   if (p == 2) return b.unary(ScalarOp::Sqrt, a[0]);
                   if (p == 0 || p == 1 || extreme) return a[0];
