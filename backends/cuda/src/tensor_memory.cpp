@@ -8,6 +8,7 @@
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/cuda/factory_kernels.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/loss_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
@@ -64,6 +65,7 @@ void register_backend() {
   register_softmax_kernels();
   register_loss_kernels();
   register_statistic_kernels();
+  register_factory_kernels();
 }
 
 }  // namespace kiln::cuda
