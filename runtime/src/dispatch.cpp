@@ -1,6 +1,8 @@
 // dispatch(): infer -> (tracer | kernel -> autograd). Kept lean: this is the eager hot path.
 #include "kiln/dispatch.h"
 
+#include "kiln/ops/infer_util.h"
+
 namespace kiln {
 
 namespace {
@@ -21,10 +23,13 @@ ConcretizationHook g_concretization_hook = nullptr;
 void check_inputs(const OpDef& op, TensorSpan inputs) {
   const Tensor* first = nullptr;
   size_t first_index = 0;
+  // Host scalars join elementwise ops on any device (infer::is_host_scalar).
+  const bool host_scalars_join = op.lowering == LoweringClass::Elementwise;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     if (!t.defined()) continue;
     if (t.is_symbolic()) [[unlikely]] refuse_symbolic_input(op, i, t);
+    if (host_scalars_join && t.device().type == DeviceType::CPU && infer::is_host_scalar(t)) continue;
     if (!first) {
       first = &t;
       first_index = i;

@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -69,6 +70,44 @@ TEST(CudaElementwisePlan, ViewsKeepTheirStridesAndSizeOneDimsDropOut) {
   EXPECT_EQ(plan.sizes[1], 3);
 }
 
+TEST(CudaElementwisePlan, HostScalarsBesideDeviceTensorsArePassedByValue) {
+  Tensor x = zeros({2, 3}), two = Tensor::scalar(2.0);
+  ElementwisePlan plan = plan_elementwise(std::vector<Tensor>{x, two}, {2, 3});
+  EXPECT_EQ(plan.access[1], InputAccess::Single);
+  // On the CPU both are where the kernel runs: nothing changes.
+  read_host_scalars_by_value(plan, std::vector<Tensor>{x, two}, kCPU);
+  EXPECT_EQ(plan.access[1], InputAccess::Single);
+  // Planned for a GPU, the tensors there keep their reads, the host scalar becomes a parameter,
+  // and a host tensor that is no scalar is refused. (x's memory stands for a GPU's: planning
+  // reads none.)
+  const Device gpu(DeviceType::CUDA, 0);
+  Tensor on_gpu[] = {Tensor::from_blob(x.raw_data(), {2, 3}, kFloat32, {}, {}, gpu), two};
+  read_host_scalars_by_value(plan, on_gpu, gpu);
+  EXPECT_EQ(plan.access, (std::vector<InputAccess>{InputAccess::Dense, InputAccess::Value}));
+  Tensor host_matrix[] = {on_gpu[0], zeros({2, 3})};
+  expect_error([&] { read_host_scalars_by_value(plan, host_matrix, gpu); },
+               {"reads other devices' tensors only when they are 0-d scalars", "float32[2, 3] on cpu",
+                "Fix: move it with .to(cuda:0)"});
+}
+
+TEST(CudaElementwisePlan, AViewOfAnOutputIsWrittenThroughItsStrides) {
+  Tensor base = zeros({4, 6}), x = zeros({4, 3});
+  Tensor columns = base.slice(1, 1, 4);  // [4, 3] with strides [6, 1]
+  ElementwisePlan plan = plan_elementwise(std::vector<Tensor>{x}, columns.sizes(), columns.strides());
+  EXPECT_TRUE(plan.output_strided);
+  EXPECT_EQ(plan.access[0], InputAccess::Dense);
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.output_strides[0], 6);
+  EXPECT_EQ(plan.output_strides[1], 1);
+  // A contiguous output, given or not, is written at the flat index; whole rows merge.
+  plan = plan_elementwise(std::vector<Tensor>{x}, {4, 3}, {3, 1});
+  EXPECT_FALSE(plan.output_strided);
+  EXPECT_EQ(plan.rank, 0);
+  Tensor rows = base.slice(0, 1, 3);  // [2, 6]: contiguous rows of base
+  plan = plan_elementwise(std::vector<Tensor>{zeros({2, 6})}, rows.sizes(), rows.strides());
+  EXPECT_FALSE(plan.output_strided);
+}
+
 TEST(CudaElementwisePlan, TooManyDimsThatCannotMergeAreRefused) {
   // A 9-D tensor with its dims reversed: its strides grow inward, so no two dims merge.
   Tensor x = zeros({2, 2, 2, 2, 2, 2, 2, 2, 2}).permute({8, 7, 6, 5, 4, 3, 2, 1, 0});
@@ -88,6 +127,7 @@ struct KernelCase {
   std::vector<Tensor> inputs;
   Tensor expected;  // the eager CPU kernel's result
   ElementwisePlan plan;
+  bool transposed_output = false;  // written into the transpose of a contiguous tensor
 };
 
 // Values that reach the corners of each dtype's arithmetic (NaN, infinities, signed zero,
@@ -162,22 +202,24 @@ std::vector<KernelCase> every_kernel() {
     for (auto& attrs : attr_variants(*op)) {
       for (DType dtype : dtypes) {
         // Layouts: dense; the last input broadcast along rows; the last input one element;
-        // the first input a transposed view.
-        for (int layout = 0; layout < 4; ++layout) {
+        // the first input a transposed view; the last input a host scalar (by value); the
+        // output a transposed view (two dtypes suffice for the store's addressing).
+        for (int layout = 0; layout < 6; ++layout) {
+          if (layout == 5 && dtype != kFloat32 && dtype != kInt64) continue;
           std::vector<Tensor> inputs;
           for (size_t k = 0; k < arity; ++k) {
             const DType t = (op == &ops::where && k == 0) ? kBool : dtype;
             const bool last = k + 1 == arity;
             if (layout == 1 && last && arity > 1)
               inputs.push_back(values(t, {13}, static_cast<int>(k)));
-            else if (layout == 2 && last && arity > 1)
+            else if ((layout == 2 || layout == 4) && last && arity > 1)
               inputs.push_back(values(t, {}, static_cast<int>(k)));
             else if (layout == 3 && k == 0)
               inputs.push_back(values(t, {13, 3}, static_cast<int>(k)).transpose(0, 1));
             else
               inputs.push_back(values(t, {3, 13}, static_cast<int>(k)));
           }
-          if ((layout == 1 || layout == 2) && arity < 2) continue;
+          if ((layout == 1 || layout == 2 || layout == 4) && arity < 2) continue;
           std::optional<Tensor> expected = cpu_result(*op, inputs, *attrs);
           if (!expected) continue;
           KernelCase c;
@@ -186,7 +228,11 @@ std::vector<KernelCase> every_kernel() {
           c.attrs = attrs->clone();
           c.inputs = inputs;
           c.expected = *expected;
-          c.plan = plan_elementwise(inputs, expected->sizes());
+          c.transposed_output = layout == 5;
+          const Tensor out_view = Tensor::empty({13, 3}, expected->dtype()).t();
+          c.plan = c.transposed_output ? plan_elementwise(inputs, expected->sizes(), out_view.strides())
+                                       : plan_elementwise(inputs, expected->sizes());
+          if (layout == 4) c.plan.access.back() = InputAccess::Value;
           c.plan.output_aliases_input = cases.size() % 5 == 0;  // in-place kernels' source too
           cases.push_back(std::move(c));
         }
@@ -200,6 +246,45 @@ std::string source_of(const KernelCase& c) {
   std::vector<DType> dtypes;
   for (const Tensor& t : c.inputs) dtypes.push_back(t.dtype());
   return elementwise_kernel_source(*c.op, *c.attrs, dtypes, c.expected.dtype(), c.plan, c.name);
+}
+
+bool reads_a_value(const KernelCase& c) {
+  return std::find(c.plan.access.begin(), c.plan.access.end(), InputAccess::Value) != c.plan.access.end();
+}
+
+// How the kernels store each dtype (a by-value parameter's C type).
+const char* stored_as(DType dtype) {
+  switch (dtype) {
+    case kBool:
+      return "unsigned char";
+    case kInt32:
+      return "int";
+    case kInt64:
+      return "long long";
+    case kFloat32:
+      return "float";
+    case kFloat64:
+      return "double";
+    default:
+      return "unsigned short";  // float16, bfloat16
+  }
+}
+
+// For a kernel that takes values, `<name>_by_pointer` taking every input by pointer, so the
+// host test calls every kernel alike.
+std::string by_pointer_wrapper(const KernelCase& c) {
+  std::string params, args;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const std::string in = "in" + std::to_string(k);
+    params += "const void* " + in + ", ";
+    const std::string type = stored_as(c.inputs[k].dtype());
+    args += c.plan.access[k] == InputAccess::Value ? "*(const " + type + "*)" + in
+                                                   : "(const " + type + "*)" + in;
+    args += ", ";
+  }
+  return "extern \"C\" void " + c.name + "_by_pointer(" + params +
+         "void* out, long long n, KilnDims dims) {\n  " + c.name + "(" + args + "(" +
+         stored_as(c.expected.dtype()) + "*)out, n, dims);\n}\n";
 }
 
 std::string all_sources(const std::vector<KernelCase>& cases) {
@@ -229,7 +314,10 @@ TEST(CudaElementwiseKernels, NvrtcCompilesTheKernelsAndPtxasAssemblesThem) {
   std::set<std::string> seen;
   for (KernelCase& c : every_kernel()) {
     std::string kind = c.op->name + c.attrs->str() + c.inputs[0].type_str().substr(0, 4);
-    if (seen.insert(kind).second || c.inputs.size() == 3) cases.push_back(std::move(c));
+    const bool value_case = reads_a_value(c) && (c.expected.dtype() == kFloat32 || c.inputs[0].dtype() == kFloat16);
+    const bool strided_store = c.transposed_output && c.expected.dtype() == kFloat32;
+    if (seen.insert(kind).second || c.inputs.size() == 3 || value_case || strided_store)
+      cases.push_back(std::move(c));
   }
   std::vector<std::string> names;
   for (const KernelCase& c : cases) names.push_back(c.name);
@@ -239,8 +327,9 @@ TEST(CudaElementwiseKernels, NvrtcCompilesTheKernelsAndPtxasAssemblesThem) {
 
 // Runs kernel `c` from `library` on its CPU inputs, as the GPU would with the same arguments.
 Tensor run_on_host(void* library, const KernelCase& c) {
-  Tensor out = Tensor::empty(c.expected.sizes(), c.expected.dtype());
-  void* entry = dlsym(library, c.name.c_str());
+  Tensor out = c.transposed_output ? Tensor::empty({13, 3}, c.expected.dtype()).t()
+                                   : Tensor::empty(c.expected.sizes(), c.expected.dtype());
+  void* entry = dlsym(library, (reads_a_value(c) ? c.name + "_by_pointer" : c.name).c_str());
   EXPECT_NE(entry, nullptr) << c.name;
   if (!entry) return out;
   std::vector<const void*> in;
@@ -270,7 +359,10 @@ TEST(CudaElementwiseKernels, EveryKernelComputesWhatTheCpuKernelDoes) {
   if (const std::string why = host_build_unavailable(); !why.empty()) GTEST_SKIP() << why;
   const std::vector<KernelCase> cases = every_kernel();
   const fs::path dir = scratch_dir("cuda_elementwise");
-  std::shared_ptr<void> library = build_on_host(all_sources(cases), dir);
+  std::string sources = all_sources(cases);
+  for (const KernelCase& c : cases)
+    if (reads_a_value(c)) sources += by_pointer_wrapper(c);
+  std::shared_ptr<void> library = build_on_host(sources, dir);
   ASSERT_TRUE(library);
   for (const KernelCase& c : cases) {
     const Tensor got = run_on_host(library.get(), c);

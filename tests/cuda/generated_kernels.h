@@ -78,7 +78,7 @@ static inline float kiln_load_f16(unsigned short h) { kiln::Half x; memcpy(&x, &
 static inline unsigned short kiln_store_f16(float f) { kiln::Half x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
 static inline float kiln_load_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 static inline unsigned short kiln_store_bf16(float f) { kiln::BFloat16 x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
-struct KilnDims { long long sizes[8]; long long strides[4][8]; };
+struct KilnDims { long long sizes[8]; long long strides[5][8]; };
 struct KilnReduceDims { long long kept_sizes[8], kept_strides[8], reduced_sizes[8], reduced_strides[8]; };
 )";
 

@@ -14,7 +14,9 @@
 
 #include "cuda/requirements.h"
 #include "kiln/cuda/caching_allocator.h"
+#include "kiln/dispatch.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/norm.h"
 #include "test_util.h"
 #include "values_close.h"
@@ -93,16 +95,15 @@ TEST(CudaTensor, ViewsMoveAsTheElementsTheyShow) {
   }
 }
 
-TEST(CudaTensor, CopiesIntoStridedViewsOfDeviceTensorsAndOutOfThem) {
+TEST(CudaTensor, CopiesOutOfStridedViewsOfDeviceTensors) {
   REQUIRE_GPU();
   Tensor gpu = counting({3, 4}, kFloat32).to(kCUDA);
-  // Into a strided view (through the host): the elements outside it stay.
-  gpu.transpose(0, 1).narrow(0, 1, 2).copy_(full({2, 3}, -1.0));
-  EXPECT_EQ(gpu.to_vector<float>(), (std::vector<float>{0, -1, -1, 3, 4, -1, -1, 7, 8, -1, -1, 11}));
-  // From a device tensor into a host one, with a dtype change on the way.
+  // From a device view into a host tensor, with a dtype change on the way.
   Tensor host = zeros({4, 3}, kFloat64);
   host.copy_(gpu.t());
-  EXPECT_EQ(host.to_vector<double>(), (std::vector<double>{0, 4, 8, -1, -1, -1, -1, -1, -1, 3, 7, 11}));
+  EXPECT_EQ(host.to_vector<double>(), (std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  host.narrow(0, 1, 2).copy_(gpu.narrow(1, 2, 2).t());  // into a host view
+  EXPECT_EQ(host.to_vector<double>(), (std::vector<double>{0, 4, 8, 2, 6, 10, 3, 7, 11, 3, 7, 11}));
 }
 
 TEST(CudaTensor, CopiesFillsAndContiguousRunOnTheGpu) {
@@ -115,6 +116,11 @@ TEST(CudaTensor, CopiesFillsAndContiguousRunOnTheGpu) {
             (std::vector<float>{0, 4, 9, 1, 5, 9, 2, 6, 9, 3, 7, 9}));
   gpu.zero_();
   EXPECT_EQ(gpu.to_vector<float>(), std::vector<float>(12, 0.f));
+  // Into a strided view, by a kernel that writes through the view's strides: the elements
+  // outside it stay.
+  gpu.copy_(counting({3, 4}, kFloat32));
+  gpu.transpose(0, 1).narrow(0, 1, 2).copy_(full({2, 3}, -1.0));
+  EXPECT_EQ(gpu.to_vector<float>(), (std::vector<float>{0, -1, -1, 3, 4, -1, -1, 7, 8, -1, -1, 11}));
 }
 
 TEST(CudaTensor, DeviceTensorsTakeTheirMemoryFromTheCachingAllocator) {
@@ -251,6 +257,16 @@ TEST(CudaTensor, MixingDevicesNamesTheOpBothDevicesTheModuleAndTheFix) {
   EXPECT_TRUE(contains(m, "cuda:0 (input 0) and cpu (input 1)")) << m;
   EXPECT_TRUE(contains(m, "in module fc, Linear")) << m;
   EXPECT_TRUE(contains(m, "model.to(device)")) << m;
+  // A 0-d host tensor joins a GPU's elementwise ops (tested with kernels below), unless its
+  // gradient is wanted (it would arrive on the GPU), or the op is no elementwise one.
+  const Tensor host_first[] = {Tensor::scalar(2.0f), ones({2}).to(kCUDA)};
+  EXPECT_EQ(infer_types(ops::sub, host_first, no_attrs())[0].device, kCUDA);
+  const Tensor weight = Tensor::scalar(2.0f).requires_grad_();
+  m = error_of([&] { ones({2}).to(kCUDA) * weight; });
+  EXPECT_TRUE(contains(m, "[mul] expected all inputs on one device, found cuda:0 (input 0) and cpu (input 1)"))
+      << m;
+  m = error_of([&] { nn::functional::embedding(Tensor::scalar(int64_t{1}), ones({4, 3}).to(kCUDA)); });
+  EXPECT_TRUE(contains(m, "[embedding] expected all inputs on one device")) << m;
 }
 
 TEST(CudaTensor, AnOutOfRangeTargetIsNamedBeforeAnyKernelRuns) {
@@ -292,6 +308,17 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   manual_seed(7);
   const Tensor x = randn({64, 33}), bias = randn({33}), mask = randn({64, 1}) > 0;
   expect_same_on_gpu([](const auto& in) { return in[0] * in[1] + 2.5; }, {x, bias});
+  // Host scalars are kernel parameters: numbers, 0-d host tensors, either side, in place.
+  const Tensor on_host = Tensor::scalar(0.5f);
+  for (const Tensor& gpu : {x.to(kCUDA), x.to(kCUDA).to(kFloat16)}) {
+    Tensor y = (3 - gpu) * on_host;
+    y.mul_(2);
+    EXPECT_EQ(y.device(), kCUDA);
+    count_mismatches(y.to_vector<double>(), ((3 - gpu.to(kCPU)) * on_host * 2).to_vector<double>(), 0, 0,
+                     "host scalars on " + gpu.type_str());
+    const Tensor filled = where(gpu > 0, gpu, -1);
+    EXPECT_EQ(filled.to_vector<double>(), where(gpu.to(kCPU) > 0, gpu.to(kCPU), -1).to_vector<double>());
+  }
   expect_same_on_gpu([](const auto& in) { return where(in[2], relu(in[0]), in[1].exp()); },
                      {x, bias, mask}, 1e-6);
   expect_same_on_gpu([](const auto& in) { return gelu(in[0].t()) - in[0].t().tanh(); }, {x},
@@ -360,6 +387,39 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
   const Tensor s = x.sigmoid();
   count_mismatches(leaf.grad().to_vector<double>(), (s + x * s * (1 - s)).to_vector<double>(), 1e-5,
                    1e-6, "silu's gradient on the gpu");
+}
+
+TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
+  REQUIRE_KERNELS();
+  const TensorOptions gpu = TensorOptions(kFloat32).with_device(kCUDA);
+  for (DType d : {kFloat32, kFloat64}) {
+    Generator on_cpu(2024), on_gpu(2024);
+    EXPECT_EQ(rand({1001}, gpu.with_dtype(d), &on_gpu).to_vector<double>(),
+              rand({1001}, d, &on_cpu).to_vector<double>());
+    count_mismatches(randn({333}, gpu.with_dtype(d), &on_gpu).to_vector<double>(),
+                     randn({333}, d, &on_cpu).to_vector<double>(), 1e-14, 1e-15, "randn");
+    EXPECT_EQ(on_gpu.offset(), on_cpu.offset());
+    const Tensor p = rand({257}, d);
+    EXPECT_EQ(bernoulli(p.to(kCUDA), &on_gpu).to_vector<double>(), bernoulli(p, &on_cpu).to_vector<double>());
+  }
+  Generator on_cpu(7), on_gpu(7);
+  EXPECT_EQ(randint(-5, 1 << 30, {99}, TensorOptions(kInt64).with_device(kCUDA), &on_gpu).to_vector<int64_t>(),
+            randint(-5, 1 << 30, {99}, kInt64, &on_cpu).to_vector<int64_t>());
+  // dropout in training, seeded alike, drops the same elements.
+  const Tensor x = randn({64, 33});
+  manual_seed(5);
+  const Tensor dropped_on_cpu = nn::functional::dropout(x, 0.25, true);
+  manual_seed(5);
+  EXPECT_EQ(nn::functional::dropout(x.to(kCUDA), 0.25, true).to_vector<float>(), dropped_on_cpu.to_vector<float>());
+  // The factories.
+  EXPECT_EQ(arange(0, 10, 3, TensorOptions(kInt64).with_device(kCUDA)).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(linspace(0, 1, 5, gpu).to_vector<float>(), linspace(0, 1, 5).to_vector<float>());
+  EXPECT_EQ(eye(3, gpu).to_vector<float>(), eye(3).to_vector<float>());
+  EXPECT_EQ(tril(x.to(kCUDA)).to_vector<float>(), tril(x).to_vector<float>());
+  // An out-of-range probability is named, as on the cpu.
+  const std::string m = error_of([] { bernoulli(Tensor::from_vector<float>({0.5f, 1.5f}).to(kCUDA)); });
+  EXPECT_TRUE(contains(m, "[bernoulli] expected every probability in [0, 1], got 1.5 at element 1")) << m;
 }
 
 }  // namespace

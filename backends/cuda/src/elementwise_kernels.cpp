@@ -3,6 +3,7 @@
 // by NVRTC at its first use, once per GPU), launch it on the thread's current stream.
 #include "kiln/cuda/elementwise_kernels.h"
 
+#include <cstring>
 #include <vector>
 
 #include "kernel_cache.h"
@@ -17,10 +18,11 @@ namespace kiln::cuda {
 
 namespace {
 
-// Computes into the contiguous `out`.
+// Computes into `out`, a tensor or a view.
 void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, const Tensor& out) {
-  ElementwisePlan plan = plan_elementwise(inputs, out.sizes());
+  ElementwisePlan plan = plan_elementwise(inputs, out.sizes(), out.strides());
   if (plan.numel == 0) return;
+  read_host_scalars_by_value(plan, inputs, out.device());
   for (const Tensor& t : inputs) plan.output_aliases_input |= t.shares_storage(out);
   std::vector<DType> dtypes;
   for (const Tensor& t : inputs) dtypes.push_back(t.dtype());
@@ -30,33 +32,31 @@ void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, con
     return elementwise_kernel_source(op, attrs, dtypes, out.dtype(), plan, name);
   });
 
+  // Each input's parameter: its pointer, or a host scalar's bytes (the kernel's parameter is
+  // its storage type, at most 8 bytes, which the driver reads from the start of the slot).
   std::vector<const void*> pointers;
-  for (const Tensor& t : inputs) pointers.push_back(t.raw_data());
+  std::vector<uint64_t> values(inputs.size(), 0);
+  std::vector<void*> params;
+  pointers.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    pointers.push_back(inputs[k].raw_data());
+    if (plan.access[k] == InputAccess::Value) {
+      std::memcpy(&values[k], pointers[k], itemsize(inputs[k].dtype()));
+      params.push_back(&values[k]);
+    } else {
+      params.push_back(&pointers[k]);
+    }
+  }
   void* out_pointer = out.raw_data();
   long long n = plan.numel;
   KernelDims dims = kernel_dims(plan);
-  std::vector<void*> params;
-  for (const void*& p : pointers) params.push_back(&p);
   params.push_back(&out_pointer);
   params.push_back(&n);
   params.push_back(&dims);
   launch_over_elements(kernel, plan.numel, params.data());
 }
 
-void elementwise_kernel(KernelCall& c) {
-  Tensor& out = c.outputs[0];
-  if (out.is_contiguous()) {
-    run_elementwise(c.op, c.inputs, c.attrs, out);
-    return;
-  }
-  // An in-place op on a strided view: computed densely, then copied into the view.
-  Tensor dense = Tensor::empty(out.sizes(), out.dtype(), out.device());
-  run_elementwise(c.op, c.inputs, c.attrs, dense);
-  Tensor copy_out[] = {out};
-  const TensorTypes types = {{out.dtype(), Shape(out.sizes()), out.device()}};
-  KernelCall copy{ops::clone, std::span<const Tensor>(&dense, 1), no_attrs(), copy_out, types};
-  ops::copy_across_devices(copy);
-}
+void elementwise_kernel(KernelCall& c) { run_elementwise(c.op, c.inputs, c.attrs, c.outputs[0]); }
 
 // full (zeros, ones, zeros_like, the seed of backward()).
 void full_kernel(KernelCall& c) {
@@ -64,40 +64,36 @@ void full_kernel(KernelCall& c) {
   fill_on_gpu(c.outputs[0], a.value);
 }
 
-// clone on the GPU: a copy by cast's kernel (any strides in, contiguous out); a strided
-// destination (copy_ into a view) is written through the host until kernels write views.
+// clone on the GPU: a copy by cast's kernel, from any strides into any strides (copy_ into a
+// view); copies between devices go through the host.
 void clone_kernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   const Tensor& out = c.outputs[0];
-  if (x.device() != out.device() || !out.is_contiguous()) {
+  if (x.device() != out.device()) {
     ops::copy_across_devices(c);
     return;
   }
-  ops::CastAttrs same;
-  same.dtype = out.dtype();
   KILN_CHECK(x.dtype() == out.dtype(), "[clone] expected the copy's dtype ", out.dtype(),
              ", found ", x.dtype(), ". Fix: cast first (copy_ does).");
-  run_elementwise(ops::cast, c.inputs, same, out);
+  copy_on_gpu(x, out);
 }
 
 }  // namespace
 
 Tensor contiguous_on_gpu(const Tensor& x) {
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  ops::CastAttrs same;
-  same.dtype = x.dtype();
-  run_elementwise(ops::cast, std::span<const Tensor>(&x, 1), same, out);
+  copy_on_gpu(x, out);
   return out;
 }
 
-// The value, as one element on the GPU, broadcast into `out` by cast's kernel (its plan reads
-// the one element for every output element).
-void fill_on_gpu(const Tensor& out, double value) {
-  const Tensor one = Tensor::scalar(value, out.dtype(), out.device());
+void copy_on_gpu(const Tensor& x, const Tensor& out) {
   ops::CastAttrs same;
   same.dtype = out.dtype();
-  run_elementwise(ops::cast, std::span<const Tensor>(&one, 1), same, out);
+  run_elementwise(ops::cast, std::span<const Tensor>(&x, 1), same, out);
 }
+
+// The value, a host scalar passed to cast's kernel as a parameter, broadcast into `out`.
+void fill_on_gpu(const Tensor& out, double value) { copy_on_gpu(Tensor::scalar(value, out.dtype()), out); }
 
 void register_elementwise_kernels() {
   ops::full.kernels[static_cast<size_t>(DeviceType::CUDA)] = full_kernel;

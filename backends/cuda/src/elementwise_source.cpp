@@ -14,11 +14,21 @@ namespace kiln::cuda {
 
 namespace {
 
-// A dim of the iteration space and each input's stride along it.
+// A dim of the iteration space and each input's stride along it, then the output's.
 struct Dim {
   int64_t size;
-  std::array<int64_t, kMaxKernelInputs> strides;
+  std::array<int64_t, kMaxKernelInputs + 1> strides;
 };
+
+// Whether `strides` (of operand k over the merged dims, innermost last) step densely.
+bool dense_over(const std::vector<Dim>& dims, size_t k) {
+  int64_t expected = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d].strides[k] != expected) return false;
+    expected *= dims[d].size;
+  }
+  return true;
+}
 
 const char* access_letter(InputAccess a) {
   switch (a) {
@@ -28,20 +38,26 @@ const char* access_letter(InputAccess a) {
       return "1";
     case InputAccess::Strided:
       return "s";
+    case InputAccess::Value:
+      return "v";
   }
   return "?";
 }
 
 }  // namespace
 
-ElementwisePlan plan_elementwise(std::span<const Tensor> inputs, IntList out_sizes) {
+ElementwisePlan plan_elementwise(std::span<const Tensor> inputs, IntList out_sizes,
+                                 IntList out_strides) {
   KILN_CHECK(inputs.size() <= kMaxKernelInputs, "[cuda] elementwise kernels take at most ",
              kMaxKernelInputs, " inputs, got ", inputs.size(), ".");
   ElementwisePlan plan;
   plan.numel = numel(out_sizes);
   const size_t n = out_sizes.size();
-  // The output's dims, innermost first, each input's stride along it (0 where it broadcasts);
-  // dims of size 1 drop out.
+  const Shape contiguous = contiguous_strides(out_sizes);
+  if (out_strides.empty()) out_strides = contiguous;
+  const size_t out = kMaxKernelInputs;  // the output's column of Dim::strides
+  // The output's dims, innermost first, each input's stride along it (0 where it broadcasts)
+  // and the output's; dims of size 1 drop out.
   std::vector<Dim> dims;
   for (size_t d = n; d-- > 0;) {
     if (out_sizes[d] == 1) continue;
@@ -51,10 +67,11 @@ ElementwisePlan plan_elementwise(std::span<const Tensor> inputs, IntList out_siz
       const int64_t j = static_cast<int64_t>(d) - static_cast<int64_t>(n - t.sizes().size());
       dim.strides[k] = (j < 0 || t.sizes()[static_cast<size_t>(j)] == 1) ? 0 : t.strides()[static_cast<size_t>(j)];
     }
-    // Merges into the dim inside it when every input steps over both as over one.
+    dim.strides[out] = out_strides[d];
+    // Merges into the dim inside it when every operand steps over both as over one.
     if (!dims.empty()) {
       Dim& inner = dims.back();
-      bool merges = true;
+      bool merges = dim.strides[out] == inner.strides[out] * inner.size;
       for (size_t k = 0; k < inputs.size(); ++k)
         merges = merges && dim.strides[k] == inner.strides[k] * inner.size;
       if (merges) {
@@ -66,18 +83,12 @@ ElementwisePlan plan_elementwise(std::span<const Tensor> inputs, IntList out_siz
   }
   std::reverse(dims.begin(), dims.end());  // outermost first, as the kernel indexes
 
-  bool any_strided = false;
+  plan.output_strided = !dense_over(dims, out);
+  bool any_strided = plan.output_strided;
   for (size_t k = 0; k < inputs.size(); ++k) {
-    InputAccess access = InputAccess::Dense;
-    if (inputs[k].numel() == 1) {
-      access = InputAccess::Single;
-    } else {
-      int64_t expected = 1;  // the strides of a dense input over the merged dims
-      for (size_t d = dims.size(); d-- > 0;) {
-        if (dims[d].strides[k] != expected) access = InputAccess::Strided;
-        expected *= dims[d].size;
-      }
-    }
+    const InputAccess access = inputs[k].numel() == 1  ? InputAccess::Single
+                               : dense_over(dims, k) ? InputAccess::Dense
+                                                     : InputAccess::Strided;
     any_strided = any_strided || access == InputAccess::Strided;
     plan.access.push_back(access);
   }
@@ -91,8 +102,19 @@ ElementwisePlan plan_elementwise(std::span<const Tensor> inputs, IntList out_siz
   for (size_t d = 0; d < dims.size(); ++d) {
     plan.sizes[d] = dims[d].size;
     for (size_t k = 0; k < inputs.size(); ++k) plan.strides[k][d] = dims[d].strides[k];
+    plan.output_strides[d] = dims[d].strides[out];
   }
   return plan;
+}
+
+void read_host_scalars_by_value(ElementwisePlan& plan, std::span<const Tensor> inputs, Device device) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k].device() == device) continue;
+    KILN_CHECK(inputs[k].dim() == 0, "[cuda] an elementwise kernel on ", device, " reads other "
+               "devices' tensors only when they are 0-d scalars, got ", inputs[k].type_str(),
+               " on ", inputs[k].device(), ". Fix: move it with .to(", device, ").");
+    plan.access[k] = InputAccess::Value;
+  }
 }
 
 KernelDims kernel_dims(const ElementwisePlan& plan) {
@@ -101,6 +123,7 @@ KernelDims kernel_dims(const ElementwisePlan& plan) {
     out.sizes[d] = plan.sizes[static_cast<size_t>(d)];
     for (size_t k = 0; k < plan.strides.size(); ++k)
       out.strides[k][d] = plan.strides[k][static_cast<size_t>(d)];
+    out.strides[kMaxKernelInputs][d] = plan.output_strides[static_cast<size_t>(d)];
   }
   return out;
 }
@@ -112,7 +135,7 @@ std::string elementwise_kernel_key(const OpDef& op, const Attrs& attrs,
   key << op.name << attrs.str() << "(";
   for (size_t k = 0; k < inputs.size(); ++k)
     key << (k ? "," : "") << dtype_name(inputs[k]) << ":" << access_letter(plan.access[k]);
-  key << ")->" << dtype_name(output) << "/rank" << plan.rank
+  key << ")->" << dtype_name(output) << (plan.output_strided ? ":s" : "") << "/rank" << plan.rank
       << (plan.output_aliases_input ? "/aliased" : "");
   return key.str();
 }
@@ -141,33 +164,43 @@ std::string elementwise_kernel_source(const OpDef& op, const Attrs& attrs,
     << b.statements() << "  return " << b.name(result) << ";\n}\n"
     << "KILN_KERNEL void " << name << "(";
   const char* qualifier = plan.output_aliases_input ? "" : " __restrict__";
-  for (size_t k = 0; k < inputs.size(); ++k)
-    s << "const " << storage_type(inputs[k]) << "*" << qualifier << " in" << k << ", ";
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (plan.access[k] == InputAccess::Value)
+      s << "const " << storage_type(inputs[k]) << " in" << k << ", ";
+    else
+      s << "const " << storage_type(inputs[k]) << "*" << qualifier << " in" << k << ", ";
+  }
   s << storage_type(output) << "*" << qualifier << " out, long long n, KilnDims dims) {\n"
     << "  KILN_FOR_EACH_ELEMENT(i, n) {\n";
   if (plan.rank > 0) {
-    // The strided inputs' offsets from the flat index, outermost dim last.
+    // The strided operands' offsets from the flat index, outermost dim last.
     s << "    long long rest = i;\n";
     for (size_t k = 0; k < inputs.size(); ++k)
       if (plan.access[k] == InputAccess::Strided) s << "    long long o" << k << " = 0;\n";
+    if (plan.output_strided) s << "    long long o_out = 0;\n";
     for (int d = plan.rank; d-- > 0;) {
       const std::string index = d == 0 ? "rest" : "rest % dims.sizes[" + std::to_string(d) + "]";
       s << "    {\n      const long long index = " << index << ";\n";
       for (size_t k = 0; k < inputs.size(); ++k)
         if (plan.access[k] == InputAccess::Strided)
           s << "      o" << k << " += index * dims.strides[" << k << "][" << d << "];\n";
+      if (plan.output_strided)
+        s << "      o_out += index * dims.strides[" << kMaxKernelInputs << "][" << d << "];\n";
       if (d > 0) s << "      rest /= dims.sizes[" << d << "];\n";
       s << "    }\n";
     }
   }
   std::string call = name + "_body(";
   for (size_t k = 0; k < inputs.size(); ++k) {
-    const std::string offset = plan.access[k] == InputAccess::Dense    ? "i"
-                               : plan.access[k] == InputAccess::Single ? "0"
-                                                                       : "o" + std::to_string(k);
-    call += (k ? ", " : "") + load(inputs[k], "in" + std::to_string(k) + "[" + offset + "]");
+    const std::string in = "in" + std::to_string(k);
+    const std::string element = plan.access[k] == InputAccess::Value    ? in
+                                : plan.access[k] == InputAccess::Dense  ? in + "[i]"
+                                : plan.access[k] == InputAccess::Single ? in + "[0]"
+                                                                        : in + "[o" + std::to_string(k) + "]";
+    call += (k ? ", " : "") + load(inputs[k], element);
   }
-  s << "    out[i] = " << store(output, call + ")") << ";\n  }\n}\n";
+  s << "    out[" << (plan.output_strided ? "o_out" : "i") << "] = " << store(output, call + ")")
+    << ";\n  }\n}\n";
   return s.str();
 }
 

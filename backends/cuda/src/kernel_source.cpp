@@ -112,7 +112,7 @@ KILN_DEVICE unsigned short kiln_store_bf16(float f) {
 }
 struct KilnDims {
   long long sizes[8];
-  long long strides[4][8];
+  long long strides[5][8];  // the inputs', then the output's
 };
 // Reductions: a grid-stride loop over blocks, each block's threads cooperating.
 #define KILN_BLOCK_INDEX blockIdx.x

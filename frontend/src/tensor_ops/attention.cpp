@@ -51,9 +51,10 @@ void check_operand(const Tensor& t, const char* name) {
              t.type_str(), ". Fix: reshape it to [batch..., seq, features] and use a float dtype.");
 }
 
-// key j > query i: the entries a causal mask removes, [L, S].
-Tensor future_keys(int64_t L, int64_t S) {
-  return arange(S).unsqueeze(0) > arange(L).unsqueeze(1);
+// key j > query i: the entries a causal mask removes, [L, S], on `device`.
+Tensor future_keys(int64_t L, int64_t S, Device device) {
+  const TensorOptions on = TensorOptions(kInt64).with_device(device);
+  return arange(0, S, 1, on).unsqueeze(0) > arange(0, L, 1, on).unsqueeze(1);
 }
 
 // The batch dims of t (all but the last two).
@@ -83,7 +84,7 @@ Tensor attention_math(const Tensor& query, const Tensor& key, const Tensor& valu
     }
   }
   if (is_causal)
-    scores = masked_fill(scores, future_keys(scores.size(-2), scores.size(-1)), kNegInf);
+    scores = masked_fill(scores, future_keys(scores.size(-2), scores.size(-1), scores.device()), kNegInf);
   Tensor weights;
   if (attn_mask.defined()) {
     // PyTorch's safe softmax: a row with every key masked gives zeros, not NaN. The row is
@@ -173,7 +174,7 @@ Tensors vjp_attention(const VjpCall& c) {
   if (mask.defined())
     scores =
         mask.dtype() == kBool ? masked_fill(scores, logical_not(mask), kNegInf) : scores + mask;
-  if (a.is_causal) scores = masked_fill(scores, future_keys(q.size(-2), k.size(-2)), kNegInf);
+  if (a.is_causal) scores = masked_fill(scores, future_keys(q.size(-2), k.size(-2), q.device()), kNegInf);
   // A query with no key to attend has logsumexp -inf and weights 0: shift it by 0 instead.
   const Tensor shift = masked_fill(lse, lse == kNegInf, 0.0).unsqueeze(-1);
   const Tensor p = exp(scores - shift);

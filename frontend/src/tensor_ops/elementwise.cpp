@@ -80,8 +80,10 @@ DType result_type(const Tensor& a, Scalar b) {
   return s.result();
 }
 
+// On the host whatever `like`'s device: elementwise kernels on any device read a host scalar's
+// value (infer::is_host_scalar), so x * 2 on a GPU copies nothing to it.
 Tensor scalar_like(Scalar s, const Tensor& like) {
-  Tensor t = Tensor::scalar(s, result_type(like, s), like.device());
+  Tensor t = Tensor::scalar(s, result_type(like, s));
   t.impl()->is_wrapped_number = true;
   return t;
 }

@@ -153,7 +153,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   KILN_CHECK(x.defined(), "[masked_fill] got an undefined tensor.");
-  return masked_fill(x, mask, Tensor::scalar(value, x.dtype(), x.device()));
+  return masked_fill(x, mask, Tensor::scalar(value, x.dtype()));  // a host scalar joins any device
 }
 
 namespace {
@@ -164,9 +164,10 @@ Tensor triangle(const Tensor& x, int64_t diagonal, bool lower, const char* op) {
   KILN_CHECK(x.dim() >= 2, "[", op, "] expected a tensor with at least 2 dims, got ", x.type_str(),
              ". Fix: reshape it to [rows, cols] first.");
   int64_t rows = x.size(-2), cols = x.size(-1);
-  Tensor offset = reshape(arange(cols), {1, cols}) - reshape(arange(rows), {rows, 1});
+  const TensorOptions on_x = TensorOptions(kInt64).with_device(x.device());
+  Tensor offset = reshape(arange(0, cols, 1, on_x), {1, cols}) - reshape(arange(0, rows, 1, on_x), {rows, 1});
   Tensor keep = lower ? offset <= diagonal : offset >= diagonal;
-  return where(keep, x, Tensor::scalar(0, x.dtype(), x.device()));
+  return where(keep, x, Tensor::scalar(0, x.dtype()));
 }
 
 }  // namespace

@@ -82,7 +82,7 @@ Tensors vjp_max_pool2d(const VjpCall& c) {
 Tensors vjp_max_pool2d_backward(const VjpCall& c) {
   const Tensor &gg = c.grad_outputs[0], &indices = c.inputs[1];
   const int64_t planes = gg.size(0) * gg.size(1), plane = gg.size(2) * gg.size(3);
-  Tensor base = arange(0, planes * plane, plane).reshape({gg.size(0), gg.size(1), 1, 1});
+  Tensor base = arange(0, planes * plane, plane, TensorOptions(kInt64).with_device(gg.device())).reshape({gg.size(0), gg.size(1), 1, 1});
   Tensor rows = detail::call1(ops::embedding, {gg.reshape({planes * plane, 1}), indices + base},
                               ops::EmbeddingAttrs());
   return Tensors{rows.squeeze(-1), Tensor()};

@@ -220,7 +220,7 @@ Tensors vjp_as_strided(const VjpCall& c) {
   for (int64_t k = 0; k < rank; ++k) {
     Shape along(static_cast<size_t>(rank), 1);
     along[k] = a.sizes[k];
-    pos = pos + reshape(arange(a.sizes[k]) * a.strides[k], along);
+    pos = pos + reshape(arange(0, a.sizes[k], 1, TensorOptions(kInt64).with_device(g.device())) * a.strides[k], along);
   }
   Tensor flat = index_add(zeros({n}, opts), 0, reshape(pos, {-1}), reshape(g, {-1}));
   return one(reshape(flat, in_shape(c)));
@@ -230,7 +230,7 @@ Tensors vjp_slice_scatter(const VjpCall& c) {
   const auto& a = static_cast<const ops::SliceAttrs&>(c.attrs);
   const Tensor& g = g_of(c);
   Tensor gbase, gsrc;
-  if (c.needs(0)) gbase = slice_scatter(g, zeros(c.input_types[1].shape, TensorOptions(g.dtype())), a.dim, a.start, a.end, a.step);
+  if (c.needs(0)) gbase = slice_scatter(g, zeros(c.input_types[1].shape, TensorOptions(g.dtype()).with_device(g.device())), a.dim, a.start, a.end, a.step);
   if (c.needs(1)) gsrc = slice(g, a.dim, a.start, a.end, a.step);
   return Tensors{gbase, gsrc};
 }

@@ -63,7 +63,7 @@ void infer_where(InferCall& c) {
              c.inputs[1].dtype(), " and ", c.inputs[2].dtype(), ". Fix: use kiln::where (it promotes).");
   Shape s = broadcast_shapes(c.inputs[0].sizes(), c.inputs[1].sizes(), "where");
   s = broadcast_shapes(s, c.inputs[2].sizes(), "where");
-  c.outputs.push_back({c.inputs[1].dtype(), s, c.inputs[1].device()});
+  c.outputs.push_back({c.inputs[1].dtype(), s, infer::elementwise_device(c)});
 }
 
 }  // namespace

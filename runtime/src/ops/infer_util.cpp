@@ -23,6 +23,16 @@ void check_compute_dtype(const InferCall& c, size_t i) {
              "float32. Fix: convert with .to(kiln::kFloat32) first.");
 }
 
+bool is_host_scalar(const Tensor& t) {
+  return t.dim() == 0 && t.device().type == DeviceType::CPU && !t.requires_grad();
+}
+
+Device elementwise_device(const InferCall& c) {
+  for (const Tensor& t : c.inputs)
+    if (t.defined() && !is_host_scalar(t)) return t.device();
+  return c.inputs.empty() ? kCPU : c.inputs[0].device();
+}
+
 void check_same_dtype(const InferCall& c) {
   for (size_t i = 1; i < c.inputs.size(); ++i)
     KILN_CHECK(c.inputs[i].dtype() == c.inputs[0].dtype(), "[", c.op.name, "] expected inputs of one dtype, got ",
@@ -47,14 +57,14 @@ void broadcast_same_dtype(InferCall& c) {
   check_arity(c, c.op.input_names.size());
   for (size_t i = 0; i < c.inputs.size(); ++i) check_compute_dtype(c, i);
   check_same_dtype(c);
-  c.outputs.push_back({c.inputs[0].dtype(), broadcast_all(c), c.inputs[0].device()});
+  c.outputs.push_back({c.inputs[0].dtype(), broadcast_all(c), elementwise_device(c)});
 }
 
 void broadcast_to_bool(InferCall& c) {
   check_arity(c, c.op.input_names.size());
   for (size_t i = 0; i < c.inputs.size(); ++i) check_compute_dtype(c, i);
   check_same_dtype(c);
-  c.outputs.push_back({DType::Bool, broadcast_all(c), c.inputs[0].device()});
+  c.outputs.push_back({DType::Bool, broadcast_all(c), elementwise_device(c)});
 }
 
 }  // namespace kiln::infer

@@ -44,7 +44,7 @@ void check_mask_dtype(const Tensor& mask, const char* name) {
 
 // A mask as scores to add: bool true -> -inf, false -> 0; floating masks are cast.
 Tensor additive(const Tensor& mask, DType dtype) {
-  if (mask.dtype() == kBool) return masked_fill(zeros(mask.sizes(), dtype), mask, kNegInf);
+  if (mask.dtype() == kBool) return masked_fill(zeros(mask.sizes(), TensorOptions(dtype).with_device(mask.device())), mask, kNegInf);
   return mask.to(dtype);
 }
 
@@ -176,7 +176,8 @@ std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const
     mask = add_mask(mask, additive(m, q.dtype()).reshape({N, 1, 1, S}));
   }
   if (call.is_causal) {
-    Tensor future = arange(S).unsqueeze(0) > arange(L).unsqueeze(1);  // key j > query i
+    const TensorOptions on_q = TensorOptions(kInt64).with_device(q.device());
+    Tensor future = arange(0, S, 1, on_q).unsqueeze(0) > arange(0, L, 1, on_q).unsqueeze(1);  // key j > query i
     mask = add_mask(mask, additive(future, q.dtype()).view({1, 1, L, S}));
   }
 
