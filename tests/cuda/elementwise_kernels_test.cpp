@@ -297,14 +297,16 @@ TEST(CudaElementwiseKernels, EveryOpOnEveryDtypeAndLayoutMakesAKernel) {
   const std::vector<KernelCase> cases = every_kernel();
   std::set<std::string> ops_covered;
   for (const KernelCase& c : cases) ops_covered.insert(c.op->name);
-  for (OpDef* op : all_ops())
+  for (OpDef* op : all_ops()) {
     if (op->lowering == LoweringClass::Elementwise && op->scalar_body)
       EXPECT_TRUE(ops_covered.count(op->name)) << op->name << " made no kernel";
+  }
   EXPECT_GT(cases.size(), 300u);
   // Every elementwise op has its CUDA kernel slot filled.
-  for (OpDef* op : all_ops())
+  for (OpDef* op : all_ops()) {
     if (op->lowering == LoweringClass::Elementwise && op->scalar_body)
       EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
+  }
 }
 
 TEST(CudaElementwiseKernels, NvrtcCompilesTheKernelsAndPtxasAssemblesThem) {

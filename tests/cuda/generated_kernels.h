@@ -80,6 +80,9 @@ static inline float kiln_load_bf16(unsigned short h) { return __uint_as_float((u
 static inline unsigned short kiln_store_bf16(float f) { kiln::BFloat16 x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
 struct KilnDims { long long sizes[8]; long long strides[5][8]; };
 struct KilnReduceDims { long long kept_sizes[8], kept_strides[8], reduced_sizes[8], reduced_strides[8]; };
+template <class T> static inline void kiln_atomic_add(T* p, T v) { *p += v; }
+static inline void kiln_atomic_add(unsigned char* p, unsigned char v) { if (v) *p = 1; }
+static inline void kiln_atomic_min(long long* p, long long v) { if (v < *p) *p = v; }
 )";
 
 // The runtime's headers (kiln/half.h) for the host build: KILN_TEST_RUNTIME_INCLUDE from the

@@ -389,6 +389,48 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
                    1e-6, "silu's gradient on the gpu");
 }
 
+TEST(CudaTensor, LayoutAndIndexOpsAndTheirGradientsMatchTheCpu) {
+  REQUIRE_KERNELS();
+  manual_seed(8);
+  const Tensor x = randn({4, 6}), y = randn({4, 2});
+  const Tensor rows = Tensor::from_vector<int64_t>({3, 0, 3, 1}), picks = randint(0, 4, {3, 6});
+  expect_same_on_gpu([](const auto& in) { return cat({in[0], in[1].t().t()}, 1); }, {x, y});
+  expect_same_on_gpu([](const auto& in) { return stack({in[0], in[0] * 2}, 1); }, {x});
+  expect_same_on_gpu([](const auto& in) { return index_select(in[0], 0, in[1]); }, {x, rows});
+  expect_same_on_gpu([](const auto& in) { return index_add(in[0].t(), 1, in[1], in[2].t()); },
+                     {x, rows, randn({4, 6})}, 1e-6);
+  expect_same_on_gpu([](const auto& in) { return gather(in[0], 0, in[1]); }, {x, picks});
+  expect_same_on_gpu([](const auto& in) { return scatter_add(in[0], 0, in[1], in[0].slice(0, 0, 3)); },
+                     {x, picks}, 1e-6);
+  expect_same_on_gpu([](const auto& in) { return nn::functional::one_hot(in[0], 5).to(kFloat32); }, {rows});
+  for (const char* mode : {"constant", "reflect", "replicate", "circular"}) {
+    expect_same_on_gpu([&](const auto& in) { return nn::functional::pad(in[0].t(), {2, 1, 1, 2}, mode, 0.5); },
+                       {x});
+  }
+  // Gradients: embedding's (a scatter of rows), pad's, cat's (slices), slicing's
+  // (slice_scatter), gather's (scatter_add).
+  const Tensor table = randn({5, 3}), tokens = Tensor::from_vector<int64_t>({4, 1, 1, 0}, {2, 2});
+  auto gradients = [&](Device device) {
+    Tensor w = table.to(device).requires_grad_(), v = x.to(device).requires_grad_();
+    Tensor loss = (nn::functional::embedding(tokens.to(device), w) * 3).sum() +
+                  square(nn::functional::pad(v, {1, 1}, "reflect")).sum() + cat({v, v.slice(1, 2, 5)}, 1).sum() +
+                  gather(v, 1, picks.to(device)).sum();
+    loss.backward();
+    EXPECT_EQ(w.grad().device(), device);
+    return std::vector<Tensor>{w.grad(), v.grad()};
+  };
+  const std::vector<Tensor> on_cpu = gradients(kCPU), on_gpu = gradients(kCUDA);
+  count_mismatches(on_gpu[0].to_vector<double>(), on_cpu[0].to_vector<double>(), 1e-6, 1e-6, "embedding's gradient");
+  count_mismatches(on_gpu[1].to_vector<double>(), on_cpu[1].to_vector<double>(), 1e-5, 1e-6,
+                   "pad's, cat's and gather's gradients");
+  // An index out of range is named, as on the cpu.
+  std::string m = error_of([&] { nn::functional::embedding(Tensor::from_vector<int64_t>({1, 9}).to(kCUDA), table.to(kCUDA)); });
+  EXPECT_TRUE(contains(m, "[embedding] index 9 (element 1 of indices int64[2]) is out of range for an embedding "
+                          "table of 5 rows")) << m;
+  m = error_of([&] { index_select(x.to(kCUDA), 1, Tensor::from_vector<int64_t>({0, -1}).to(kCUDA)); });
+  EXPECT_TRUE(contains(m, "[index_select] index -1 is out of range for dim 1 of size 6")) << m;
+}
+
 TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
   REQUIRE_KERNELS();
   const TensorOptions gpu = TensorOptions(kFloat32).with_device(kCUDA);

@@ -131,6 +131,17 @@ struct KilnReduceDims {
   long long kept_sizes[8], kept_strides[8];
   long long reduced_sizes[8], reduced_strides[8];
 };
+// Scatters (index_add, embedding's gradient, pad's): adds from many threads into one element.
+KILN_DEVICE void kiln_atomic_add(float* p, float v) { atomicAdd(p, v); }
+KILN_DEVICE void kiln_atomic_add(double* p, double v) { atomicAdd(p, v); }
+KILN_DEVICE void kiln_atomic_add(int* p, int v) { atomicAdd(p, v); }
+KILN_DEVICE void kiln_atomic_add(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);  // two's complement wraps alike
+}
+KILN_DEVICE void kiln_atomic_add(unsigned char* p, unsigned char v) {
+  if (v) *p = 1;  // bool: an or; every writer stores the same 1
+}
+KILN_DEVICE void kiln_atomic_min(long long* p, long long v) { atomicMin(p, v); }
 #endif
 )";
 

@@ -10,6 +10,7 @@
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/cuda/factory_kernels.h"
 #include "kiln/cuda/gemm.h"
+#include "kiln/cuda/index_kernels.h"
 #include "kiln/cuda/loss_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/softmax_kernels.h"
@@ -66,6 +67,7 @@ void register_backend() {
   register_loss_kernels();
   register_statistic_kernels();
   register_factory_kernels();
+  register_index_kernels();
 }
 
 }  // namespace kiln::cuda
