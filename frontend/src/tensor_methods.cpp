@@ -7,6 +7,7 @@
 #include "call.h"
 #include "kiln/autograd.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/factory.h"
 #include "kiln/ops/view.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/factory.h"
@@ -187,6 +188,18 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(Scalar value) {
+  if (!device().is_cpu() && !tracks_grad(*this, {})) {
+    // full's kernel writes the value into this tensor (or view) on its device; the value
+    // travels as a kernel parameter, not as a tensor copied there first.
+    ops::FullAttrs a;
+    a.shape = Shape(sizes());
+    a.value = value.to_double();
+    a.dtype = dtype();
+    a.device = device();
+    detail::ensure_initialized();
+    dispatch_into(ops::full, {}, a, *this);
+    return *this;
+  }
   Tensor v = scalar_like(value, *this);
   if (v.dtype() != dtype()) v = cast(v, dtype());
   if (!tracks_grad(*this, {})) {

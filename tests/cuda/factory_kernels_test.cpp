@@ -69,33 +69,11 @@ TEST(CudaFactoryKernels, RandomKernelsRefuseDtypesTheCpuDoesNotDraw) {
                {"the random kernels take float32 or float64, got int64"});
 }
 
-class CudaFactoryOnHost : public ::testing::Test {
+class CudaFactoryOnHost : public HostKernelSuite {
  protected:
-  static void SetUpTestSuite() {
-    if (!host_build_unavailable().empty()) return;
-    init();
-    dir_ = scratch_dir("cuda_factory");
-    library_ = build_on_host(sources(), dir_);
-  }
-  static void TearDownTestSuite() {
-    library_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  void SetUp() override {
-    if (const std::string why = host_build_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    ASSERT_TRUE(library_);
-  }
-  template <class Fn>
-  static Fn entry(const std::string& name) {
-    void* f = dlsym(library_.get(), name.c_str());
-    EXPECT_NE(f, nullptr) << name;
-    return reinterpret_cast<Fn>(f);
-  }
-  static std::filesystem::path dir_;
-  static std::shared_ptr<void> library_;
+  static void SetUpTestSuite() { build("cuda_factory", sources()); }
+  static void TearDownTestSuite() { release(); }
 };
-std::filesystem::path CudaFactoryOnHost::dir_;
-std::shared_ptr<void> CudaFactoryOnHost::library_;
 
 TEST_F(CudaFactoryOnHost, ArangeLinspaceAndEyeAreTheCpuKernels) {
   using Arange = void (*)(void*, long long, double, double);

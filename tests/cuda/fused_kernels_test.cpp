@@ -78,7 +78,7 @@ TEST(CudaFusedKernels, WithoutAGpuLoadingSaysWhy) {
 }
 
 TEST(CudaFusedKernels, BadPtxIsRefusedWithTheDriversLog) {
-  REQUIRE_KERNELS();
+  REQUIRE_PTX();
   expect_error(
       [] { FusedKernelModule m(".version 7.8\n.target sm_90\n.address_size 64\nnot ptx\n", {}); },
       {"[cuda] expected the driver to load the PTX module on GPU 0", "CUDA_ERROR_INVALID_PTX",
@@ -93,7 +93,7 @@ constexpr const char* kEmptyKernel = R"(.version 7.8
 )";
 
 TEST(CudaFusedKernels, MissingKernelsAndWrongLaunchesAreRefused) {
-  REQUIRE_KERNELS();
+  REQUIRE_PTX();
   expect_error([] { FusedKernelModule m(kEmptyKernel, {{"absent", FusedKernelKind::Elementwise, 1, 1}}); },
                {"expected a kernel named 'absent' in the PTX module, got CUDA_ERROR_NOT_FOUND"});
   FusedKernelModule m(kEmptyKernel, {{"empty", FusedKernelKind::Elementwise, 1, 1}});
@@ -157,7 +157,7 @@ TEST(CudaFusedKernels, GeneratedKernelsMatchTheCpuOnTheGpu) {
     infos.push_back(k.info);
     hosts.push_back(bundled_tensors(bundle, k));
   }
-  REQUIRE_KERNELS();
+  REQUIRE_PTX();
   DeviceProperties props = get_device_properties(0);
   FusedKernelModule module(bundle.metadata.at("ptx"), infos);
   int failed_kernels = 0;
@@ -200,7 +200,7 @@ TEST(CudaFusedKernels, FusedChainBandwidthAgainstADeviceCopy) {
   for (const testing::BundledKernel& k : testing::parse_bundle_lines(bundle.metadata.at("kernels")))
     if (k.info.name == chain) infos.push_back(k.info);
   ASSERT_EQ(infos.size(), 1u) << "the bundle names '" << chain << "' as its chain kernel";
-  REQUIRE_KERNELS();
+  REQUIRE_PTX();
   FusedKernelModule module(bundle.metadata.at("ptx"), infos);
   const int64_t n = int64_t{1} << 28;
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);

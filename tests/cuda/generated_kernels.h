@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda/host_prelude.h"
 #include "kiln/cuda/nvrtc.h"
+#include "kiln/kiln.h"
 
 namespace kiln::cuda {
 
@@ -55,35 +57,6 @@ inline std::string expect_gpu_toolchain_accepts(const std::string& source,
   return "";
 }
 
-// The host versions of what the GPU prelude defines (the kernels' own code is unchanged).
-inline constexpr const char* kHostPrelude = R"(#define KILN_KERNEL_PRELUDE
-#include <math.h>
-#include <string.h>
-#include "kiln/half.h"
-#define KILN_DEVICE static inline
-#define KILN_KERNEL extern "C"
-#define KILN_FOR_EACH_ELEMENT(i, n) for (long long i = 0; i < (n); ++i)
-#define KILN_BLOCK_INDEX 0
-#define KILN_BLOCK_COUNT 1
-#define KILN_THREAD_INDEX 0
-#define KILN_THREAD_COUNT 1
-#define KILN_COOPERATIVE_BLOCKS 0
-#define __restrict__ __restrict
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
-static inline float __int_as_float(int b) { float f; memcpy(&f, &b, 4); return f; }
-static inline float __uint_as_float(unsigned b) { float f; memcpy(&f, &b, 4); return f; }
-static inline double __longlong_as_double(long long b) { double d; memcpy(&d, &b, 8); return d; }
-static inline float kiln_load_f16(unsigned short h) { kiln::Half x; memcpy(&x, &h, 2); return x; }
-static inline unsigned short kiln_store_f16(float f) { kiln::Half x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
-static inline float kiln_load_bf16(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
-static inline unsigned short kiln_store_bf16(float f) { kiln::BFloat16 x(f); unsigned short h; memcpy(&h, &x, 2); return h; }
-struct KilnDims { long long sizes[8]; long long strides[5][8]; };
-struct KilnReduceDims { long long kept_sizes[8], kept_strides[8], reduced_sizes[8], reduced_strides[8]; };
-template <class T> static inline void kiln_atomic_add(T* p, T v) { *p += v; }
-static inline void kiln_atomic_add(unsigned char* p, unsigned char v) { if (v) *p = 1; }
-static inline void kiln_atomic_min(long long* p, long long v) { if (v < *p) *p = v; }
-)";
 
 // The runtime's headers (kiln/half.h) for the host build: KILN_TEST_RUNTIME_INCLUDE from the
 // environment (tests/gpu/device_check.sh sets it where the tree lies on the GPU machine), else
@@ -121,5 +94,36 @@ inline std::shared_ptr<void> build_on_host(const std::string& source, const std:
     if (h) dlclose(h);
   });
 }
+
+// A suite whose kernels are built on the host once (build() in SetUpTestSuite, release() in
+// TearDownTestSuite); its tests skip where the host build cannot run and find the kernels'
+// entries with entry<Fn>(name).
+class HostKernelSuite : public ::testing::Test {
+ protected:
+  static void build(const std::string& what, const std::string& source) {
+    if (!host_build_unavailable().empty()) return;
+    init();
+    dir_ = scratch_dir(what);
+    library_ = build_on_host(source, dir_);
+  }
+  static void release() {
+    library_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (const std::string why = host_build_unavailable(); !why.empty()) GTEST_SKIP() << why;
+    ASSERT_TRUE(library_) << "the suite's kernels did not build on the host";
+  }
+  template <class Fn>
+  static Fn entry(const std::string& name) {
+    void* f = dlsym(library_.get(), name.c_str());
+    EXPECT_NE(f, nullptr) << name;
+    return reinterpret_cast<Fn>(f);
+  }
+
+ private:
+  static inline std::filesystem::path dir_;
+  static inline std::shared_ptr<void> library_;
+};
 
 }  // namespace kiln::cuda

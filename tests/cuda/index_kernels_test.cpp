@@ -72,33 +72,11 @@ TEST(CudaIndexKernels, ScattersRefuseHalfPrecision) {
                {"[cuda] the scatter kernels", "got float16", "Fix: scatter in float32"});
 }
 
-class CudaIndexOnHost : public ::testing::Test {
+class CudaIndexOnHost : public HostKernelSuite {
  protected:
-  static void SetUpTestSuite() {
-    if (!host_build_unavailable().empty()) return;
-    init();
-    dir_ = scratch_dir("cuda_index");
-    library_ = build_on_host(sources(), dir_);
-  }
-  static void TearDownTestSuite() {
-    library_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  void SetUp() override {
-    if (const std::string why = host_build_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    ASSERT_TRUE(library_);
-  }
-  template <class Fn>
-  static Fn entry(const std::string& name) {
-    void* f = dlsym(library_.get(), name.c_str());
-    EXPECT_NE(f, nullptr) << name;
-    return reinterpret_cast<Fn>(f);
-  }
-  static std::filesystem::path dir_;
-  static std::shared_ptr<void> library_;
+  static void SetUpTestSuite() { build("cuda_index", sources()); }
+  static void TearDownTestSuite() { release(); }
 };
-std::filesystem::path CudaIndexOnHost::dir_;
-std::shared_ptr<void> CudaIndexOnHost::library_;
 
 Tensor indices(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(v); }
 

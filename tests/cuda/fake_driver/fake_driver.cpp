@@ -2,16 +2,21 @@
 // KILN_CUDA_DRIVER, so that kiln's CUDA plumbing (allocation, copies, streams, events) is
 // tested on machines without a GPU. "Device" memory is host memory handed out at addresses
 // the host cannot dereference, so a host read of device memory crashes the test instead of
-// passing silently. Work runs synchronously, so every stream and event is always complete,
-// and no kernel runs: loading a module fails with CUDA_ERROR_NOT_SUPPORTED.
+// passing silently. Work runs synchronously, so every stream and event is always complete.
+// Kernels run only when the fake NVRTC (fake_nvrtc.cpp) made them: then they run on the host;
+// real PTX fails to load with CUDA_ERROR_NOT_SUPPORTED.
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
+#include "fake_memory.h"
 #include "kiln/cuda/driver.h"
 
 using namespace kiln::cuda::driver;
@@ -31,13 +36,11 @@ namespace {
 constexpr CUresult kInvalidValue = 1;
 constexpr CUresult kInvalidDevice = 101;
 constexpr CUresult kInvalidHandle = 400;
+constexpr CUresult kNotFound = 500;
 constexpr CUresult kNotSupported = 801;
 
-// Added to a host address to make the device address. With bit 52 set the address is
-// non-canonical on x86-64 (unmapped, with 5-level paging) and outside the user half on
-// AArch64, so a host dereference faults on both. A bit in the top byte (1 << 62, say) would
-// not do: AArch64's top-byte-ignore would let the read through to the host memory.
-constexpr CUdeviceptr kDeviceOffset = CUdeviceptr{1} << 52;
+// Added to a host address to make the device address (fake_memory.h).
+constexpr CUdeviceptr kDeviceOffset = kiln::cuda::fake::kDeviceOffset;
 constexpr size_t kAlignment = 512;  // what cuMemAlloc guarantees, and kiln's allocator assumes
 
 struct Memory {
@@ -311,11 +314,34 @@ KILN_FAKE_EXPORT CUresult cuEventElapsedTime(float* milliseconds, CUevent start,
   return kSuccess;
 }
 
-// Modules and kernels: none load and none run. The refusal goes into the JIT error log, which
-// kiln shows when a module fails to load.
-KILN_FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void*, unsigned count,
+// Modules and kernels. Real PTX never loads (the refusal goes into the JIT error log, which kiln
+// shows when a module fails to load). The fake NVRTC's "PTX" names a host library of kernels
+// and their launchers (fake_nvrtc.cpp); those load, and launching one runs the kernel on the
+// host, synchronously, with device pointers turned into the host addresses behind them.
+constexpr const char* kFakePtxHeader = "// kiln fake ptx: ";
+
+struct kiln::cuda::driver::CUmod_st {
+  void* library;
+};
+
+static void* device_to_host(void* pointer) {
+  const auto address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(pointer));
+  char* host = pointer ? host_range(address, 0) : nullptr;
+  return host ? host : pointer;  // not device memory: left to fault where it is read
+}
+
+KILN_FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned count,
                                              int* options, void** values) {
   if (module) *module = nullptr;
+  const char* text = static_cast<const char*>(image);
+  if (module && text && std::strncmp(text, kFakePtxHeader, std::strlen(kFakePtxHeader)) == 0) {
+    std::string path(text + std::strlen(kFakePtxHeader));
+    path.erase(path.find_last_not_of('\n') + 1);
+    void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!library) return kInvalidValue;
+    *module = new CUmod_st{library};
+    return kSuccess;
+  }
   char* log = nullptr;
   size_t log_bytes = 0;
   for (unsigned i = 0; options && values && i < count; ++i) {
@@ -331,18 +357,30 @@ KILN_FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void*, unsi
   return kNotSupported;
 }
 
-KILN_FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule, const char*) {
-  if (function) *function = nullptr;
-  return kNotSupported;
+using Launcher = void (*)(void** params, void* (*to_host)(void*));
+
+KILN_FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  if (!function) return kInvalidValue;
+  *function = nullptr;
+  if (!module || !name) return kNotSupported;
+  void* launcher = dlsym(module->library, (std::string(name) + "__kiln_launch").c_str());
+  if (!launcher) return kNotFound;
+  *function = reinterpret_cast<CUfunction>(launcher);
+  return kSuccess;
 }
 
-KILN_FAKE_EXPORT CUresult cuModuleUnload(CUmodule) {
-  return kNotSupported;
+// The library stays loaded: its kernels may still be cached by name in this process.
+KILN_FAKE_EXPORT CUresult cuModuleUnload(CUmodule module) {
+  if (!module) return kNotSupported;
+  delete module;
+  return kSuccess;
 }
 
-KILN_FAKE_EXPORT CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                                         unsigned, unsigned, unsigned, CUstream, void**, void**) {
-  return kNotSupported;
+KILN_FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned, unsigned, unsigned, unsigned,
+                                         unsigned, unsigned, unsigned, CUstream, void** params, void**) {
+  if (!function) return kNotSupported;
+  reinterpret_cast<Launcher>(reinterpret_cast<void*>(function))(params, device_to_host);
+  return kSuccess;
 }
 
 // For tests: the device memory kiln holds from the driver right now.
