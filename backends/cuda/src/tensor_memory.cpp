@@ -12,6 +12,7 @@
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/index_kernels.h"
 #include "kiln/cuda/loss_kernels.h"
+#include "kiln/cuda/norm_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/softmax_kernels.h"
 #include "kiln/cuda/statistic_kernels.h"
@@ -68,6 +69,7 @@ void register_backend() {
   register_statistic_kernels();
   register_factory_kernels();
   register_index_kernels();
+  register_norm_kernels();
 }
 
 }  // namespace kiln::cuda
