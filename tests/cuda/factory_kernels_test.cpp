@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -151,19 +152,20 @@ TEST_F(CudaFactoryOnHost, BernoulliDrawsTheCpuStreamAndFlagsProbabilitiesOutside
     Generator g(seed);
     const Tensor want = bernoulli(p, &g);
     Tensor got = Tensor::empty({203}, d);
-    long long bad = -1;
+    long long bad = LLONG_MAX;  // "none yet" (failure_flag)
     draw(p.raw_data(), 1, got.raw_data(), 203, seed, 0, &bad);
     EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>());
-    EXPECT_EQ(bad, -1);
+    EXPECT_EQ(bad, LLONG_MAX);
     // One probability for every element (a broadcast scalar, read with step 0).
     const Tensor half = Tensor::scalar(0.5, d);
     Generator g2(seed);
     const Tensor want_half = bernoulli(half.expand({203}), &g2);
     draw(half.raw_data(), 0, got.raw_data(), 203, seed, 0, &bad);
     EXPECT_EQ(got.to_vector<double>(), want_half.to_vector<double>());
-    // A probability outside [0, 1] (or NaN) is flagged with its element.
+    // The first probability outside [0, 1] (or NaN) is flagged with its element.
     Tensor wrong = p.clone();
     wrong.select(0, 150).fill_(NAN);
+    wrong.select(0, 170).fill_(-1);
     draw(wrong.raw_data(), 1, got.raw_data(), 203, seed, 0, &bad);
     EXPECT_EQ(bad, 150);
   }

@@ -26,16 +26,18 @@ std::string sources() {
     const std::string suffix = dtype == kFloat32 ? "f32" : "f64";
     out += nll_loss_kernel_source(dtype, "nll_" + suffix);
     out += nll_loss_backward_kernel_source(dtype, "nll_backward_" + suffix);
+    out += binary_cross_entropy_kernel_source(dtype, "bce_" + suffix);
   }
   return out;
 }
 
 TEST(CudaLossKernels, NvrtcCompilesThemAndPtxasAssemblesThem) {
   init();
-  for (const OpDef* op : {&ops::nll_loss, &ops::nll_loss_backward})
+  for (const OpDef* op : {&ops::nll_loss, &ops::nll_loss_backward, &ops::binary_cross_entropy,
+                          &ops::binary_cross_entropy_with_logits})
     EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
   const std::string skipped = expect_gpu_toolchain_accepts(
-      sources(), {"nll_f32", "nll_backward_f32", "nll_f64", "nll_backward_f64"});
+      sources(), {"nll_f32", "nll_backward_f32", "bce_f32", "nll_f64", "nll_backward_f64", "bce_f64"});
   if (!skipped.empty()) GTEST_SKIP() << skipped;
 }
 

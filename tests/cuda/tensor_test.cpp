@@ -495,6 +495,29 @@ TEST(CudaTensor, NormsAndTheirGradientsMatchTheCpu) {
   }
 }
 
+TEST(CudaTensor, BinaryCrossEntropiesAndTheirGradientsMatchTheCpu) {
+  REQUIRE_KERNELS();
+  manual_seed(10);
+  const Tensor logits = randn({7, 4}) * 3, target = (rand({7, 4}) > 0.5).to(kFloat32), pos_weight = rand({4}) + 0.5;
+  // Probabilities that reach 0 and 1 exactly: each log clamps at -100.
+  const Tensor probs = where(rand({7, 4}) > 0.9, Tensor::scalar(1.0f), rand({7, 4}));
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    expect_same_gradients_on_gpu(
+        [&](const auto& in) {
+          return nn::functional::binary_cross_entropy(in[0], in[1], Tensor(), reduction).sum() +
+                 nn::functional::binary_cross_entropy_with_logits(in[2], in[1], Tensor(), reduction, in[3]).sum() +
+                 nn::functional::binary_cross_entropy_with_logits(in[2], in[1], in[3], reduction).sum();
+        },
+        {probs, target, logits, pos_weight}, 1e-5);
+  }
+  const std::string m = error_of([] {
+    nn::functional::binary_cross_entropy(Tensor::from_vector<float>({0.5f, 1.5f, -2.0f}).to(kCUDA),
+                                         zeros({3}).to(kCUDA));
+  });
+  EXPECT_TRUE(contains(m, "[binary_cross_entropy] expected every input in [0, 1] (probabilities), got 1.5")) << m;
+}
+
 TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
   REQUIRE_KERNELS();
   const TensorOptions gpu = TensorOptions(kFloat32).with_device(kCUDA);

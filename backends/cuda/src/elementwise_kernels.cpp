@@ -56,7 +56,13 @@ void run_elementwise(const OpDef& op, TensorSpan inputs, const Attrs& attrs, con
   launch_over_elements(kernel, plan.numel, params.data());
 }
 
-void elementwise_kernel(KernelCall& c) { run_elementwise(c.op, c.inputs, c.attrs, c.outputs[0]); }
+void elementwise_kernel(KernelCall& c) {
+  // An absent optional input (binary_cross_entropy_with_logits's pos_weight) is left out: the
+  // scalar body is called without it.
+  size_t defined = c.inputs.size();
+  while (defined > 0 && !c.inputs[defined - 1].defined()) --defined;
+  run_elementwise(c.op, c.inputs.subspan(0, defined), c.attrs, c.outputs[0]);
+}
 
 // full (zeros, ones, zeros_like, the seed of backward()).
 void full_kernel(KernelCall& c) {

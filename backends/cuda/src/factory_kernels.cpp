@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cuda_c_builder.h"
+#include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
 #include "kiln/cuda/elementwise_kernels.h"
@@ -85,7 +86,7 @@ std::string random_element(FactoryKernel kind, DType dtype) {
              "      " + store_double(dtype, "i", "(double)v") + "\n";
     case FactoryKernel::Bernoulli:
       return "      const " + std::string(CudaCBuilder::compute_type(dtype)) + " q = p[i * p_step];\n"
-             "      if (!(q >= 0 && q <= 1)) *bad = i;\n"
+             "      if (!(q >= 0 && q <= 1)) kiln_atomic_min(bad, i);\n"
              "      out[i] = " + unit + " < q ? 1 : 0;\n";
     case FactoryKernel::Dropout:
       return "      const bool keep = kiln_unit_float(w[j]) >= p;\n"
@@ -212,16 +213,16 @@ void bernoulli_kernel(KernelCall& c) {
   for (int64_t d = 0; d < p_in.dim(); ++d) scalar &= p_in.stride(d) == 0 || p_in.size(d) == 1;
   const Tensor p = scalar || p_in.is_contiguous() ? p_in : contiguous_on_gpu(p_in);
   if (out.numel() == 0) return;
-  const Tensor bad = Tensor::empty({1}, kInt64, out.device());
-  fill_on_gpu(bad, -1);
+  const Tensor bad = failure_flag(out.device());
   const void* p_pointer = p.raw_data();
   long long p_step = scalar ? 0 : 1;
   void* bad_pointer = bad.raw_data();
   launch_random(FactoryKernel::Bernoulli, "bernoulli", out, a.generator.get(), {&p_pointer, &p_step},
                 {&bad_pointer});
-  const int64_t i = bad.item<int64_t>();
-  if (i < 0) [[likely]]
+  const std::optional<int64_t> first = first_failure(bad);
+  if (!first) [[likely]]
     return;
+  const int64_t i = *first;
   Tensor bad_p = p;
   if (scalar) {
     while (bad_p.dim() > 0) bad_p = bad_p.select(0, 0);

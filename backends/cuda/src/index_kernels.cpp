@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cuda_c_builder.h"
+#include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
 #include "kiln/cuda/elementwise_kernels.h"
@@ -188,17 +189,16 @@ std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size,
                                         std::optional<int64_t> allowed = std::nullopt) {
   long long n = index.numel();
   if (n == 0) return std::nullopt;
-  const Tensor first_bad = Tensor::empty({1}, kInt64, index.device());
-  copy_on_gpu(Tensor::scalar(int64_t{LLONG_MAX}, kInt64), first_bad);  // exact, unlike a double
+  const Tensor first_bad = failure_flag(index.device());
   const void* index_pointer = index.raw_data();
   long long limit = size, allowed_value = allowed.value_or(0);
   int has_allowed = allowed ? 1 : 0;
   void* bad_pointer = first_bad.raw_data();
   void* params[] = {&index_pointer, &n, &limit, &allowed_value, &has_allowed, &bad_pointer};
   launch_over_elements(kernel_for(IndexKernel::Check, "index_check", kInt64, index.device().index), n, params);
-  const int64_t element = first_bad.item<int64_t>();
-  if (element == LLONG_MAX) return std::nullopt;
-  return BadIndex{element, index.reshape({-1}).select(0, element).item<int64_t>()};
+  const std::optional<int64_t> element = first_failure(first_bad);
+  if (!element) return std::nullopt;
+  return BadIndex{*element, index.reshape({-1}).select(0, *element).item<int64_t>()};
 }
 
 int64_t dim_of(const KernelCall& c, int64_t rank) {

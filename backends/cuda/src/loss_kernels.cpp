@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cuda_c_builder.h"
+#include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
 #include "kiln/cuda/elementwise_kernels.h"
@@ -175,9 +176,56 @@ std::string nll_loss_backward_kernel_source(DType dtype, const std::string& name
   return s.str();
 }
 
+std::string binary_cross_entropy_kernel_source(DType dtype, const std::string& name) {
+  KILN_CHECK(dtype == kFloat32 || dtype == kFloat64, "[cuda] binary_cross_entropy takes float32 or float64, got ",
+             dtype, ".");
+  const std::string t = CudaCBuilder::compute_type(dtype);
+  std::ostringstream s;
+  // Each log is clamped at -100 as in PyTorch (x = 0 or 1 gives a finite loss); NaN stays NaN,
+  // as std::max(NaN, -100) leaves it on the CPU.
+  s << "// kiln eager kernel: binary_cross_entropy(" << dtype_name(dtype) << ")\n"
+    << kKernelPrelude << "KILN_KERNEL void " << name << "(const " << t << "* __restrict__ x, const " << t
+    << "* __restrict__ target, " << t << "* __restrict__ out, long long n, long long* first_bad) {\n"
+    << "  KILN_FOR_EACH_ELEMENT(i, n) {\n"
+    << "    const " << t << " v = x[i], y = target[i];\n"
+    << "    if (!(v >= 0 && v <= 1)) kiln_atomic_min(first_bad, i);\n"
+    << "    " << t << " lx = log(v), l1x = log((" << t << ")1 - v);\n"
+    << "    lx = lx < (" << t << ")-100 ? (" << t << ")-100 : lx;\n"
+    << "    l1x = l1x < (" << t << ")-100 ? (" << t << ")-100 : l1x;\n"
+    << "    out[i] = -(y * lx + ((" << t << ")1 - y) * l1x);\n"
+    << "  }\n}\n";
+  return s.str();
+}
+
+namespace {
+
+// The loss elementwise; an input outside [0, 1] is found on the GPU, read back (one
+// synchronization per call) and named with the CPU kernel's message.
+void binary_cross_entropy_kernel(KernelCall& c) {
+  const Tensor x = dense_input(c, 0), target = dense_input(c, 1);
+  const Tensor& out = c.outputs[0];
+  long long n = out.numel();
+  if (n == 0) return;
+  const Tensor first_bad = failure_flag(out.device());
+  const GeneratedKernel& kernel = generated_kernel(
+      out.device().index, "binary_cross_entropy(" + std::string(dtype_name(x.dtype())) + ")", "binary_cross_entropy",
+      [&](const std::string& name) { return binary_cross_entropy_kernel_source(x.dtype(), name); });
+  const void *x_pointer = x.raw_data(), *target_pointer = target.raw_data();
+  void *out_pointer = out.raw_data(), *bad_pointer = first_bad.raw_data();
+  void* params[] = {&x_pointer, &target_pointer, &out_pointer, &n, &bad_pointer};
+  launch_over_elements(kernel, n, params);
+  if (const auto bad = first_failure(first_bad)) [[unlikely]]
+    KILN_FAIL("[binary_cross_entropy] expected every input in [0, 1] (probabilities), got ",
+              x.reshape({-1}).select(0, *bad).item<double>(),
+              ". Fix: apply sigmoid first, or use binary_cross_entropy_with_logits on the raw scores.");
+}
+
+}  // namespace
+
 void register_loss_kernels() {
   ops::nll_loss.kernels[static_cast<size_t>(DeviceType::CUDA)] = nll_loss_kernel;
   ops::nll_loss_backward.kernels[static_cast<size_t>(DeviceType::CUDA)] = nll_loss_backward_kernel;
+  ops::binary_cross_entropy.kernels[static_cast<size_t>(DeviceType::CUDA)] = binary_cross_entropy_kernel;
 }
 
 }  // namespace kiln::cuda

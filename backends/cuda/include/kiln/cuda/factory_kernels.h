@@ -22,8 +22,8 @@ enum class FactoryKernel {
   Randn,      // as rand
   Randint,    // as rand, then (long long low, unsigned long long range)
   Bernoulli,  // (const T* p, long long p_step, T* out, long long n, unsigned long long key,
-              //  unsigned long long first, long long* bad): bad = an element whose p is
-              //  outside [0, 1] (left alone when none is)
+              //  unsigned long long first, long long* bad): bad = the first element whose p
+              //  is outside [0, 1] (left alone when none is)
   Dropout,    // (const T* x, T* out, unsigned char* mask, long long n, unsigned long long seed,
               //  unsigned long long offset, float p, double scale)
 };

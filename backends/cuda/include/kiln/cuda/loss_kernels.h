@@ -1,9 +1,10 @@
-// Eager nll_loss and nll_loss_backward on GPUs (with log_softmax, cross-entropy). Two
+// Eager losses on GPUs. nll_loss and nll_loss_backward (with log_softmax, cross-entropy): two
 // generated kernels, one thread per target element: the first reads each target's
 // log-probability and class weight (the reductions then sum them), the second writes each
 // target's gradient into its class of the zeroed input gradient. Targets are checked on the
 // host first, so an out-of-range class gets the CPU kernel's error (one synchronization per
-// call, where PyTorch asserts on the device).
+// call, where PyTorch asserts on the device). binary_cross_entropy: elementwise, its inputs
+// checked on the GPU (the first outside [0, 1] read back for the CPU's message).
 #pragma once
 
 #include <string>
@@ -24,7 +25,13 @@ std::string nll_loss_kernel_source(DType dtype, const std::string& name);
 // each counted target; out is zeroed before.
 std::string nll_loss_backward_kernel_source(DType dtype, const std::string& name);
 
-// Fills the CUDA kernel slots of nll_loss and nll_loss_backward.
+// `extern "C" __global__ void name(const T* x, const T* target, T* out, long long n,
+//  long long* first_bad)`: binary_cross_entropy elementwise (each log clamped at -100);
+// first_bad gets the first element of x outside [0, 1].
+std::string binary_cross_entropy_kernel_source(DType dtype, const std::string& name);
+
+// Fills the CUDA kernel slots of nll_loss, nll_loss_backward and binary_cross_entropy
+// (binary_cross_entropy_with_logits is elementwise).
 void register_loss_kernels();
 
 }  // namespace kiln::cuda

@@ -1,0 +1,22 @@
+// Failure flags of the generated kernels (failure_flag.h).
+#include "failure_flag.h"
+
+#include <climits>
+
+#include "kiln/cuda/elementwise_kernels.h"
+
+namespace kiln::cuda {
+
+Tensor failure_flag(Device device) {
+  Tensor flag = Tensor::empty({1}, kInt64, device);
+  copy_on_gpu(Tensor::scalar(int64_t{LLONG_MAX}, kInt64), flag);  // exact, as a double would not be
+  return flag;
+}
+
+std::optional<int64_t> first_failure(const Tensor& flag) {
+  const int64_t element = flag.item<int64_t>();
+  if (element == LLONG_MAX) return std::nullopt;
+  return element;
+}
+
+}  // namespace kiln::cuda
