@@ -518,6 +518,37 @@ TEST(CudaTensor, BinaryCrossEntropiesAndTheirGradientsMatchTheCpu) {
   EXPECT_TRUE(contains(m, "[binary_cross_entropy] expected every input in [0, 1] (probabilities), got 1.5")) << m;
 }
 
+TEST(CudaTensor, PoolingAndItsGradientsMatchTheCpu) {
+  REQUIRE_KERNELS();
+  manual_seed(11);
+  namespace F = nn::functional;
+  // Ties (rounded values) and a NaN reach max pooling's tie and NaN rules.
+  Tensor x = kiln::round(randn({2, 3, 9, 8}) * 2);
+  x.select(0, 1).select(0, 2).select(0, 4).select(0, 5).fill_(NAN);
+  expect_same_on_gpu([](const auto& in) { return F::max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true); }, {x});
+  expect_same_on_gpu(
+      [](const auto& in) {
+        auto [values, indices] = F::max_pool2d_with_indices(in[0], {2, 3}, {1, 2}, {1, 1}, {2, 1});
+        return indices.to(kFloat64) + values.to(kFloat64) * 1000;
+      },
+      {x});
+  const Tensor y = randn({2, 3, 9, 8});
+  expect_same_on_gpu([](const auto& in) { return F::avg_pool2d(in[0], {3, 2}, {2, 2}, {1, 1}, true, false); }, {y},
+                     1e-6);
+  expect_same_on_gpu([](const auto& in) { return F::avg_pool2d(in[0], {3, 3}, {2, 1}, {1, 0}, false, true, 5); },
+                     {y}, 1e-6);
+  expect_same_on_gpu([](const auto& in) { return F::adaptive_avg_pool2d(in[0], {4, 3}); }, {y}, 1e-6);
+  // Gradients: max pooling's (overlapping windows), average's (padding, ceil_mode), adaptive's.
+  expect_same_gradients_on_gpu(
+      [](const auto& in) {
+        const Tensor w = in[1].reshape({1, 1, 1, 8});
+        return (F::max_pool2d(in[0] * w, {3, 3}, {2, 2}, {1, 1}) * 2).sum() +
+               square(F::avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, false)).sum() +
+               square(F::adaptive_avg_pool2d(in[0], {4, 5})).sum();
+      },
+      {y, randn({8})}, 1e-5);
+}
+
 TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
   REQUIRE_KERNELS();
   const TensorOptions gpu = TensorOptions(kFloat32).with_device(kCUDA);

@@ -13,6 +13,7 @@
 #include "kiln/cuda/index_kernels.h"
 #include "kiln/cuda/loss_kernels.h"
 #include "kiln/cuda/norm_kernels.h"
+#include "kiln/cuda/pool_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
 #include "kiln/cuda/softmax_kernels.h"
 #include "kiln/cuda/statistic_kernels.h"
@@ -70,6 +71,7 @@ void register_backend() {
   register_factory_kernels();
   register_index_kernels();
   register_norm_kernels();
+  register_pool_kernels();
 }
 
 }  // namespace kiln::cuda
