@@ -549,6 +549,33 @@ TEST(CudaTensor, PoolingAndItsGradientsMatchTheCpu) {
       {y, randn({8})}, 1e-5);
 }
 
+TEST(CudaTensor, ConvolutionsAndTheirGradientsMatchTheCpu) {
+  REQUIRE_KERNELS();
+  manual_seed(12);
+  namespace F = nn::functional;
+  const Tensor x = randn({3, 4, 9, 7}), w = randn({6, 4, 3, 2}), b = randn({6}), grouped = randn({6, 2, 3, 3});
+  // Strides, padding, dilation and groups; the bias; and the gradients of all three (and of
+  // the gradient ops, through a second backward).
+  expect_same_gradients_on_gpu(
+      [](const auto& in) {
+        return square(F::conv2d(in[0], in[1], in[2], {2, 1}, {1, 2}, {1, 2})).sum() +
+               (F::conv2d(in[0], in[3], Tensor(), {1, 2}, {2, 1}, {2, 1}, 2) * 0.5).sum();
+      },
+      {x, w, b, grouped}, 1e-4);
+  expect_same_on_gpu([](const auto& in) { return F::conv2d(in[0].to(kFloat64), in[1].to(kFloat64)); }, {x, w},
+                     1e-12);
+  // Second order: the gradient ops' own vjps are convolutions again.
+  expect_same_gradients_on_gpu(
+      [](const auto& in) {
+        const Tensor y = F::conv2d(in[0], in[1], Tensor(), {1}, {1});
+        GradOptions keep_graph;
+        keep_graph.create_graph = true;
+        const Tensor gx = kiln::grad({square(y).sum()}, {in[0]}, {}, keep_graph)[0];
+        return square(gx).sum();
+      },
+      {x, w}, 1e-4);
+}
+
 TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
   REQUIRE_KERNELS();
   const TensorOptions gpu = TensorOptions(kFloat32).with_device(kCUDA);

@@ -7,6 +7,7 @@
 #include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
+#include "tensor_views.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/error.h"
 #include "kiln/generator.h"
@@ -223,12 +224,7 @@ void bernoulli_kernel(KernelCall& c) {
   if (!first) [[likely]]
     return;
   const int64_t i = *first;
-  Tensor bad_p = p;
-  if (scalar) {
-    while (bad_p.dim() > 0) bad_p = bad_p.select(0, 0);
-  } else {
-    bad_p = p.reshape({-1}).select(0, i);
-  }
+  const Tensor bad_p = element(p, scalar ? 0 : i);  // a broadcast scalar's one element
   std::ostringstream value;  // printed in p's dtype, as the CPU kernel prints it
   if (p.dtype() == kFloat32)
     value << bad_p.item<float>();

@@ -11,6 +11,7 @@
 #include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
+#include "tensor_views.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/embedding.h"
@@ -198,7 +199,7 @@ std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size,
   launch_over_elements(kernel_for(IndexKernel::Check, "index_check", kInt64, index.device().index), n, params);
   const std::optional<int64_t> element = first_failure(first_bad);
   if (!element) return std::nullopt;
-  return BadIndex{*element, index.reshape({-1}).select(0, *element).item<int64_t>()};
+  return BadIndex{*element, cuda::element(index, *element).item<int64_t>()};
 }
 
 int64_t dim_of(const KernelCall& c, int64_t rank) {

@@ -8,6 +8,7 @@
 #include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
+#include "tensor_views.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
@@ -216,7 +217,7 @@ void binary_cross_entropy_kernel(KernelCall& c) {
   launch_over_elements(kernel, n, params);
   if (const auto bad = first_failure(first_bad)) [[unlikely]]
     KILN_FAIL("[binary_cross_entropy] expected every input in [0, 1] (probabilities), got ",
-              x.reshape({-1}).select(0, *bad).item<double>(),
+              element(x, *bad).item<double>(),
               ". Fix: apply sigmoid first, or use binary_cross_entropy_with_logits on the raw scores.");
 }
 

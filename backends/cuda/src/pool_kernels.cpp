@@ -7,6 +7,7 @@
 #include "failure_flag.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
+#include "tensor_views.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/error.h"
 #include "kiln/ops/pool.h"
@@ -228,7 +229,7 @@ void max_pool2d_backward_kernel(KernelCall& c) {
   launch(PoolKernel::MaxBackward, "max_pool2d_backward", grad.dtype(), gx.device().index, {&gp, &ip, &xp},
          grad.numel(), geometry(gx, grad), {&fp});
   if (const auto bad = first_failure(flag)) [[unlikely]]
-    KILN_FAIL("[max_pool2d_backward] index ", indices.reshape({-1}).select(0, *bad).item<int64_t>(),
+    KILN_FAIL("[max_pool2d_backward] index ", element(indices, *bad).item<int64_t>(),
               " is outside the input plane of ", gx.size(2) * gx.size(3),
               " elements. Fix: pass the indices max_pool2d returned.");
 }

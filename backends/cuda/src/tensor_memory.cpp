@@ -7,6 +7,7 @@
 
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/conv_kernels.h"
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/cuda/factory_kernels.h"
 #include "kiln/cuda/gemm.h"
@@ -72,6 +73,7 @@ void register_backend() {
   register_index_kernels();
   register_norm_kernels();
   register_pool_kernels();
+  register_conv_kernels();
 }
 
 }  // namespace kiln::cuda

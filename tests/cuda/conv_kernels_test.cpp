@@ -1,0 +1,41 @@
+// The eager CUDA convolution kernels (im2col, col2im): NVRTC and ptxas accept them. conv2d and
+// its gradients are checked end to end against the CPU kernels in tests/cuda/tensor_test.cpp,
+// which runs them on the fake driver (built on the host) and on a GPU.
+#include "kiln/cuda/conv_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda/generated_kernels.h"
+#include "kiln/kiln.h"
+#include "kiln/ops/conv.h"
+#include "test_util.h"
+
+namespace kiln::cuda {
+namespace {
+
+TEST(CudaConvKernels, NvrtcCompilesThemAndPtxasAssemblesThem) {
+  init();
+  for (const OpDef* op : {&ops::conv2d, &ops::conv2d_input_grad, &ops::conv2d_weight_grad})
+    EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
+  std::string source;
+  std::vector<std::string> names;
+  for (DType dtype : {kFloat32, kFloat64}) {
+    for (ConvKernel kind : {ConvKernel::Im2Col, ConvKernel::Col2Im}) {
+      names.push_back("conv" + std::to_string(static_cast<int>(kind)) + "_" + std::string(dtype_name(dtype)));
+      source += conv_kernel_source(kind, dtype, names.back());
+    }
+  }
+  const std::string skipped = expect_gpu_toolchain_accepts(source, names);
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+}
+
+TEST(CudaConvKernels, TakeFloat32AndFloat64Only) {
+  expect_error([] { conv_kernel_source(ConvKernel::Im2Col, kFloat16, "c"); },
+               {"[cuda] the convolution kernels take float32 or float64, got float16"});
+}
+
+}  // namespace
+}  // namespace kiln::cuda
