@@ -5,6 +5,7 @@
 // synchronous .to() and .item() behave.
 #include <vector>
 
+#include "kiln/cuda/attention_kernels.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/device.h"
 #include "kiln/cuda/conv_kernels.h"
@@ -74,6 +75,7 @@ void register_backend() {
   register_norm_kernels();
   register_pool_kernels();
   register_conv_kernels();
+  register_attention_kernels();
 }
 
 }  // namespace kiln::cuda
