@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda/generated_kernels.h"
 #include "kiln/cuda/cublaslt.h"
+#include "kiln/cuda/integer_gemm.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 #include "values_close.h"
@@ -117,6 +119,13 @@ TEST(CudaGemmPlan, ViewsWithNeitherRowsNorColumnsContiguousAreCopiedFirst) {
   EXPECT_TRUE(plan.a_needs_copy);
   EXPECT_FALSE(plan.b_needs_copy);
   expect_plan_computes_matmul(a, values({7, 3}), "every other row and column");
+}
+
+TEST(CudaGemm, TheIntegerKernelCompilesForTheGpu) {
+  const std::string source = integer_gemm_source(kInt32, "gemm_i32") + integer_gemm_source(kInt64, "gemm_i64");
+  const std::string skipped = expect_gpu_toolchain_accepts(source, {"gemm_i32", "gemm_i64"});
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  expect_error([] { integer_gemm_source(kBool, "b"); }, {"the integer matmul kernel takes int32 or int64, got bool"});
 }
 
 TEST(CudaGemm, Tf32IsOffUntilAskedFor) {

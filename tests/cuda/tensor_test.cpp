@@ -576,6 +576,29 @@ TEST(CudaTensor, ConvolutionsAndTheirGradientsMatchTheCpu) {
       {x, w}, 1e-4);
 }
 
+TEST(CudaTensor, AttentionAndItsGradientsMatchTheCpu) {
+  REQUIRE_KERNELS();
+  manual_seed(13);
+  namespace F = nn::functional;
+  const Tensor q = randn({2, 3, 5, 4}), k = randn({2, 3, 6, 4}), v = randn({2, 3, 6, 7});
+  // A bool mask whose last query may attend to no key (zeros out, as on the cpu), an additive
+  // mask, causality, heads read through a transposed view.
+  Tensor allowed = rand({5, 6}) > 0.3;
+  allowed.select(0, 4).fill_(false);
+  const Tensor additive = randn({1, 3, 5, 6});
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    expect_same_gradients_on_gpu(
+        [&](const auto& in) {
+          const Tensor mask = variant == 0 ? allowed.to(in[0].device()) : variant == 1 ? additive.to(in[0].device()) : Tensor();
+          const Tensor out = F::scaled_dot_product_attention(in[0], in[1].transpose(1, 2).transpose(1, 2), in[2], mask,
+                                                             0.0, variant == 2);
+          return (out * kiln::sin(out.detach())).sum();
+        },
+        {q, k, v}, 1e-4);
+  }
+}
+
 TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
   REQUIRE_KERNELS();
   const TensorOptions gpu = TensorOptions(kFloat32).with_device(kCUDA);

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cuda/requirements.h"
 #include "harness.h"
 
 namespace kiln::testing {
@@ -131,6 +132,96 @@ TEST_P(OpGradients, MatchFiniteDifferences) {
   EXPECT_GT(checked, 0) << case_name(c) << " has no run small enough to gradcheck (<= 200 elements)";
 }
 
+// Every case on CUDA tensors against the same case on the cpu: its values on each dtype and
+// layout (a non-contiguous input stays a strided view on the GPU), and, for the
+// differentiable ones, its float64 gradients. Runs where kernels run: on a GPU, and on the
+// fake driver (the ctest cuda_on_fake_driver builds them on the host).
+class CudaOpTable : public ::testing::TestWithParam<size_t> {};
+
+// `t` on the GPU, with the same strides when make_input made it a transposed view.
+Tensor on_gpu(const Tensor& t) {
+  if (t.is_contiguous() || t.dim() < 2) return t.to(kCUDA);
+  return t.transpose(-1, -2).to(kCUDA).transpose(-1, -2);
+}
+
+std::vector<Tensor> all_on_gpu(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs) out.push_back(t.defined() ? on_gpu(t) : t);
+  return out;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& where) {
+  ASSERT_EQ(Shape(got.sizes()), Shape(want.sizes())) << where;
+  EXPECT_EQ(got.dtype(), want.dtype()) << where;
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  int reported = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!close(g[i], w[i], tol) && reported++ < 5)
+      ADD_FAILURE() << where << ": element " << i << " is " << g[i] << " on the gpu, " << w[i] << " on the cpu";
+}
+
+TEST_P(CudaOpTable, MatchesTheCpu) {
+  REQUIRE_KERNELS();
+  const OpCase& c = registry()[GetParam()];
+  uint64_t seed = 1;
+  int compared = 0;
+  for (DType dtype : c.dtypes) {
+    for (size_t r = 0; r < c.runs.size(); ++r) {
+      for (bool noncontig : {false, true}) {
+        if (noncontig && !c.noncontiguous) continue;
+        const std::vector<Tensor> inputs = build_inputs(c.runs[r], dtype, noncontig, ++seed);
+        const std::string where = case_name(c) + " dtype=" + std::string(dtype_name(dtype)) + " run=" +
+                                  std::to_string(r) + (noncontig ? " non-contiguous" : "");
+        Tensor want, got;
+        try {
+          manual_seed(seed);  // random ops draw the same stream on both devices
+          want = c.fn(inputs);
+        } catch (const Error&) {
+          continue;  // not a combination the op takes
+        }
+        try {
+          manual_seed(seed);
+          got = c.fn(all_on_gpu(inputs));
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << where << ": threw on the gpu: " << e.what();
+          continue;
+        }
+        if (got.device() != kCUDA) continue;  // a factory case: it builds its tensors on the cpu
+        const double tol = !is_floating(dtype) ? 0 : dtype == kFloat64 ? c.f64_tol : c.f32_tol;
+        expect_close(got, want, tol, where);
+        ++compared;
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << case_name(c) << " builds its tensors itself (checked in tests/cuda/tensor_test.cpp)";
+  if (!c.gradcheck) return;
+  // The gradients of sum(fn(inputs) * w) on both devices, float64.
+  for (size_t r = 0; r < c.runs.size(); ++r) {
+    std::vector<Tensor> grads[2];
+    for (int device = 0; device < 2; ++device) {
+      std::vector<Tensor> inputs = build_inputs(c.runs[r], kFloat64, false, 7000 + r);
+      if (device == 1) inputs = all_on_gpu(inputs);
+      std::vector<Tensor> wrt;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!c.runs[r][i].grad || !inputs[i].is_floating_point() || inputs[i].numel() == 0) continue;
+        inputs[i] = inputs[i].detach().requires_grad_();
+        wrt.push_back(inputs[i]);
+      }
+      if (wrt.empty()) break;
+      manual_seed(99);
+      const Tensor out = c.fn(inputs);
+      if (out.numel() == 0) break;
+      Tensor w = make_input({Shape(out.sizes()), Gen::Uniform}, kFloat64, false, 31 + r);
+      grads[device] = grad({(out * (device == 1 ? w.to(kCUDA) : w)).sum()}, wrt, {}, GradOptions{.allow_unused = true});
+    }
+    for (size_t k = 0; k < grads[1].size(); ++k) {
+      if (!grads[0][k].defined()) continue;
+      expect_close(grads[1][k], grads[0][k], 1e-9, case_name(c) + " run=" + std::to_string(r) + " gradient " +
+                                                         std::to_string(k));
+    }
+  }
+}
+
 std::vector<size_t> all_case_indices() {
   std::vector<size_t> idx(registry().size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
@@ -146,6 +237,7 @@ std::string param_name(const ::testing::TestParamInfo<size_t>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Table, OpValues, ::testing::ValuesIn(all_case_indices()), param_name);
 INSTANTIATE_TEST_SUITE_P(Table, OpGradients, ::testing::ValuesIn(all_case_indices()), param_name);
+INSTANTIATE_TEST_SUITE_P(Table, CudaOpTable, ::testing::ValuesIn(all_case_indices()), param_name);
 
 TEST(OpTable, EveryOpIsComplete) {
   init();
@@ -159,6 +251,7 @@ TEST(OpTable, EveryOpIsComplete) {
     // executors, never dispatched (tests/frontend/control_flow_test.cpp, tests/passes).
     if (op->lowering == LoweringClass::ControlFlow || op->lowering == LoweringClass::Fused) continue;
     EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CPU)]) << op->name << " has no CPU kernel";
+    EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name << " has no CUDA kernel";
     if (op->lowering == LoweringClass::Elementwise) {
       EXPECT_TRUE(op->scalar_body) << op->name << " is elementwise but has no scalar_body";
     }

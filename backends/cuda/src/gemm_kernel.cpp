@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "device_context.h"
+#include "kiln/cuda/integer_gemm.h"
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/cublaslt.h"
 #include "kiln/cuda/elementwise_kernels.h"
@@ -80,8 +81,12 @@ void matmul_kernel(KernelCall& c) {
   Tensor a = c.inputs[0], b = c.inputs[1];
   const Tensor& out = c.outputs[0];
   const DType dtype = out.dtype();
+  if (dtype == kInt32 || dtype == kInt64) {
+    integer_matmul(a, b, out);
+    return;
+  }
   KILN_CHECK(dtype == kFloat32 || dtype == kFloat64, "[matmul] on ", out.device(),
-             " multiplies float32 and float64 tensors (cuBLASLt), found ", dtype,
+             " multiplies float32, float64 (cuBLASLt), int32 and int64 tensors, found ", dtype,
              ". Fix: convert with .to(kiln::kFloat32), or multiply on the cpu.");
   if (out.numel() == 0) return;
   if (a.sizes().back() == 0) {  // an empty sum: zeros

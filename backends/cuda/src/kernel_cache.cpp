@@ -10,6 +10,22 @@
 
 namespace kiln::cuda {
 
+namespace {
+
+// A kernel's name from its key (FNV-1a, in hex): the same kernel gets the same name, and so
+// the same source, in every process, whatever order kernels are first used in (a compiler
+// cache keyed by the source then finds it).
+std::string stable_hash(const std::string& key) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : key) h = (h ^ ch) * 1099511628211ull;
+  static const char* digits = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<size_t>(i)] = digits[h & 15];
+  return out;
+}
+
+}  // namespace
+
 const GeneratedKernel& generated_kernel(int device, const std::string& key,
                                         const std::string& prefix,
                                         const std::function<std::string(const std::string&)>& make_source) {
@@ -20,7 +36,7 @@ const GeneratedKernel& generated_kernel(int device, const std::string& key,
   std::unique_ptr<GeneratedKernel>& slot = (*kernels)[std::to_string(device) + "|" + key];
   if (!slot) {
     auto made = std::make_unique<GeneratedKernel>();
-    made->name = prefix + "_" + std::to_string(kernels->size());
+    made->name = prefix + "_" + stable_hash(key);
     const DeviceProperties gpu = get_device_properties(device);
     nvrtc::Options options;
     options.arch = "compute_" + std::to_string(gpu.major) + std::to_string(gpu.minor);
