@@ -37,6 +37,11 @@ OptionSpec backend_option() {
           .help = "cpu (native code, the default) or interp (the reference executor)",
           .choices = {"cpu", "interp"}};
 }
+OptionSpec device_option() {
+  return {.name = "device",
+          .placeholder = "DEVICE",
+          .help = "run on cpu (the default), cuda or cuda:N (the N-th GPU)"};
+}
 OptionSpec freeze_option() {
   return {.name = "freeze",
           .kind = Kind::Flag,
@@ -125,7 +130,8 @@ std::vector<CommandSpec> make_specs() {
                     .max = 1},
                    seed_option(), max_images_option("train"), max_images_option("test"),
                    save_option("write the trained model's checkpoint there (checked before "
-                               "training)")},
+                               "training)"),
+                   device_option()},
        .retired = {training_batch_retired()}},
       {.name = "eval",
        .summary = "rebuild a model from a checkpoint alone and print its test accuracy",
@@ -137,7 +143,8 @@ std::vector<CommandSpec> make_specs() {
                    max_images_option("test"),
                    {.name = "check-finite",
                     .kind = Kind::Flag,
-                    .help = "first refuse weights holding NaN or inf, naming the tensor"}}},
+                    .help = "first refuse weights holding NaN or inf, naming the tensor"},
+                   device_option()}},
       {.name = "explain",
        .summary = "compile a model twice and report graphs, guards, breaks, recompiles, fusion",
        .details = "Compiles a catalog model (random weights, seed 0, eval mode, no gradients), "

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device.h"
 #include "kiln/serialize/json.h"
 
 namespace kiln::nn {
@@ -36,6 +37,9 @@ std::string model_option(const Args& args);
 // against what the CLI feeds every model: Fashion-MNIST images [N, 1, 28, 28] and, when
 // `for_training`, labels 0..9. A mismatch is an error with the --config fix.
 json::Value resolved_config(const std::string& name, const Args& args, bool for_training = false);
+
+// --device's value (default cpu): a GPU must be there, else the reason none is and the fix.
+Device device_option(const Args& args);
 
 // One sample's shape as a checkpoint records it (its config entry's "input_shape"), or the
 // Fashion-MNIST image shape [1, 28, 28] for checkpoints written before it was recorded.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "args.h"
+#include "kiln/cuda/device.h"
 #include "commands.h"
 #include "kiln/models/registry.h"
 #include "kiln/nn/summary.h"
@@ -57,6 +58,22 @@ std::string model_option(const Args& args) {
   const std::string close = models::suggest_model_name(name);
   KILN_FAIL("unknown model '", name, "'.", close.empty() ? "" : " Did you mean '" + close + "'?",
             " Models: ", model_names(), ".");
+}
+
+Device device_option(const Args& args) {
+  const std::string spec = args.str("device", "cpu");
+  Device device = kCPU;
+  try {
+    device = Device(spec);
+  } catch (const Error&) {
+    KILN_FAIL("--device expects cpu, cuda or cuda:N, got '", spec, "'.");
+  }
+  if (device.is_cpu()) return device;
+  KILN_CHECK(cuda::is_available(), "--device ", spec, ": no CUDA device: ", cuda::unavailable_reason(),
+             " Or run on the cpu (--device cpu, the default).");
+  KILN_CHECK(device.index < cuda::device_count(), "--device ", spec, ": this machine has ",
+             cuda::device_count(), " GPU(s), cuda:0 to cuda:", cuda::device_count() - 1, ".");
+  return device;
 }
 
 json::Value resolved_config(const std::string& name, const Args& args, bool for_training) {

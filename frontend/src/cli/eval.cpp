@@ -19,7 +19,9 @@ int run_eval(const std::vector<std::string>& raw) {
   KILN_CHECK(args.has("checkpoint"),
              "--checkpoint FILE is required (a file written "
              "by `kiln train --save FILE`).");
+  const Device device = device_option(args);
   models::SavedModel saved = models::load_model(args.str("checkpoint", ""));
+  saved.model->to(device);  // the test batches follow the model (models::evaluate)
   std::cout << "model " << saved.name << " " << json::dump(saved.config) << "\n";
   if (args.has("check-finite")) {
     nn::check_finite(*saved.model);

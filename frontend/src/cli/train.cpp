@@ -27,11 +27,13 @@ int run_train(const std::vector<std::string>& raw) {
   const double lr = args.number("lr", 1e-3);
   const double weight_decay = args.number("weight-decay", 0.0);
 
+  const Device device = device_option(args);
   // A --save path that cannot be written fails now, not after the training it would lose.
   if (args.has("save")) durable::check_writable_file(args.str("save", ""), "--save");
 
   manual_seed(seed);
   std::shared_ptr<nn::Module> model = models::build_model(name, config);
+  model->to(device);  // the batches follow the model (models::fit)
   std::cout << "model " << name << " " << json::dump(config) << "\n";
   models::ClassificationData data = models::load_classification_data(
       "", args.integer("max-train", 0), args.integer("max-test", 0));
@@ -39,7 +41,7 @@ int run_train(const std::vector<std::string>& raw) {
             << " epochs, batch " << fit_options.batch_size << ", "
             << (weight_decay > 0 ? "AdamW" : "Adam") << " lr " << lr << " (cosine decay)"
             << (weight_decay > 0 ? ", weight decay " + std::to_string(weight_decay) : "") << ", "
-            << num_threads() << " threads\n";
+            << (device.is_cpu() ? std::to_string(num_threads()) + " threads" : "on " + device.str()) << "\n";
   models::train_classifier(*model, data.train_images, data.train_labels,
                            {.fit = fit_options, .lr = lr, .weight_decay = weight_decay},
                            models::progress_bar(isatty(fileno(stdout)) != 0));

@@ -42,6 +42,16 @@ void check_pair(const Tensor& images, const Tensor& labels, const char* where) {
              labels.type_str(), ". Fix: convert them with labels.to(kiln::DType::Int64).");
 }
 
+// Where a model's weights live (the first parameter or buffer's device; the cpu without any):
+// fit and evaluate move each batch there, so a model moved with to(kCUDA) trains on the GPU.
+Device device_of(nn::Module& model) {
+  for (const Tensor& p : model.parameters())
+    if (p.defined()) return p.device();
+  for (const Tensor& b : model.buffers())
+    if (b.defined()) return b.device();
+  return kCPU;
+}
+
 int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   return (logits.argmax(1) == labels).sum().item<int64_t>();
 }
@@ -75,12 +85,14 @@ std::vector<FitProgress> fit(nn::Module& model, optim::Optimizer& optimizer, con
                           {.batch_size = options.batch_size, .drop_last = options.drop_last});
   std::vector<FitProgress> history;
   model.train();
+  const Device device = device_of(model);
   for (int epoch = 1; epoch <= options.epochs; ++epoch) {
     FitProgress p{.epoch = epoch, .epochs = options.epochs, .samples_total = loader.num_samples()};
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t batches = 0, correct = 0;
-    for (auto [x, y] : loader) {
+    for (auto [host_x, host_y] : loader) {
+      const Tensor x = host_x.to(device), y = host_y.to(device);
       Tensor logits = model(x);
       Tensor loss = nn::functional::cross_entropy(logits, y);
       // A NaN or infinite loss stops training before its step would write NaN gradients
@@ -128,11 +140,13 @@ double evaluate(nn::Module& model, const Tensor& images, const Tensor& labels, i
   model.eval();
   NoGradGuard no_grad;
   const int64_t n = images.size(0);
+  const Device device = device_of(model);
   int64_t correct = 0;
   try {
     for (int64_t start = 0; start < n; start += batch_size) {
       const int64_t len = std::min(batch_size, n - start);
-      correct += count_correct(model(images.narrow(0, start, len)), labels.narrow(0, start, len));
+      correct += count_correct(model(images.narrow(0, start, len).to(device)),
+                               labels.narrow(0, start, len).to(device));
     }
   } catch (...) {
     model.train(was_training);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `kiln train --device cuda` and `kiln eval --device cuda` end to end on the fake driver
+# (tests/cuda/fake_driver: kernels built and run on the host, matmul by plain loops): the
+# model trains and evaluates on the "GPU" with the CPU's results, the checkpoint evaluates
+# alike on either device, and a missing GPU or a bad --device fails with the reason.
+# Usage: cuda.sh KILN FAKE_DRIVER FAKE_NVRTC FAKE_CUBLASLT. Exits 77 (skipped) when
+# Fashion-MNIST is not installed.
+set -euo pipefail
+kiln="$1"
+source "$(dirname "$0")/lib.sh"
+on_fake_gpu() {
+  KILN_CUDA_DRIVER="$2" KILN_NVRTC="$3" KILN_CUBLASLT="$4" "$kiln" "${@:5}"
+}
+fakes=("$1" "$2" "$3" "$4")
+
+# Without a driver, or with a device that is not there, --device fails at once.
+KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused no_driver \
+  "kiln train: --device cuda: no CUDA device: the CUDA driver library /nonexistent/libcuda.so.1 could not be loaded" \
+  train --model fashion_mlp --device cuda
+has "$tmp/no_driver.txt" "Or run on the cpu (--device cpu, the default)." "no driver"
+refused bad_device "kiln train: --device expects cpu, cuda or cuda:N, got 'tpu'." train --model fashion_mlp --device tpu
+set +e
+on_fake_gpu "${fakes[@]}" eval --checkpoint "$tmp/none.safetensors" --device cuda:1 > "$tmp/index.txt" 2>&1; rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "cuda:1: exit $rc"
+has "$tmp/index.txt" "kiln eval: --device cuda:1: this machine has 1 GPU(s), cuda:0 to cuda:0." "cuda:1"
+
+dir="${KILN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+if [ ! -e "$dir/t10k-labels-idx1-ubyte.gz" ] && [ ! -e "$dir/t10k-labels-idx1-ubyte" ]; then
+  echo "Fashion-MNIST not installed in $dir: skipping training on the fake GPU"
+  exit 77
+fi
+# close A B: two "test accuracy: X" lines agree within 0.01 (two of the 200 images): the GPU's
+# sums round differently from the CPU's, which may flip a near tie.
+close() { awk -v a="${1##* }" -v b="${2##* }" 'BEGIN { d = a - b; exit !(d <= 0.01 && d >= -0.01) }'; }
+for model in fashion_mlp lazy_cnn; do
+  small=(--epochs 1 --max-train 300 --max-test 200)
+  "$kiln" train --model "$model" "${small[@]}" > "$tmp/cpu.txt"
+  on_fake_gpu "${fakes[@]}" train --model "$model" "${small[@]}" --device cuda --save "$tmp/$model.safetensors" \
+    > "$tmp/gpu.txt"
+  has "$tmp/gpu.txt" ", on cuda:0" "$model: the training line names the device"
+  on_cpu="$(grep '^test accuracy: ' "$tmp/cpu.txt")" || fail "$model: no accuracy on the cpu"
+  on_gpu="$(grep '^test accuracy: ' "$tmp/gpu.txt")" || fail "$model: no accuracy on the gpu"
+  close "$on_cpu" "$on_gpu" || fail "$model: the cpu trained to '$on_cpu', the gpu to '$on_gpu'"
+  on_fake_gpu "${fakes[@]}" eval --checkpoint "$tmp/$model.safetensors" --max-test 200 --device cuda > "$tmp/eval_gpu.txt"
+  "$kiln" eval --checkpoint "$tmp/$model.safetensors" --max-test 200 > "$tmp/eval_cpu.txt"
+  # On the gpu, evaluation runs the kernels training's evaluation ran: the same figure.
+  has "$tmp/eval_gpu.txt" "$on_gpu" "$model: eval on the gpu"
+  close "$(grep '^test accuracy: ' "$tmp/eval_cpu.txt")" "$on_gpu" ||
+    fail "$model: the gpu's checkpoint evaluated on the cpu: $(cat "$tmp/eval_cpu.txt")"
+  echo "$model: $on_cpu trained on the cpu, $on_gpu on the fake gpu"
+done
