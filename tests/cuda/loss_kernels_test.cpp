@@ -49,7 +49,7 @@ TEST(CudaLossKernels, LossesWeightsAndGradientsAreTheCpuKernels) {
   ASSERT_TRUE(library);
   using Forward = void (*)(const void*, const void*, const void*, void*, void*, long long, long long,
                            long long, long long);
-  using Backward = void (*)(const void*, int, const void*, const void*, double, void*, long long,
+  using Backward = void (*)(const void*, int, const void*, const void*, const void*, void*, long long,
                             long long, long long, long long);
   manual_seed(11);
   for (DType dtype : {kFloat32, kFloat64}) {
@@ -81,6 +81,11 @@ TEST(CudaLossKernels, LossesWeightsAndGradientsAreTheCpuKernels) {
         const std::vector<double> w = weighted ? weight.to_vector<double>() : std::vector<double>(5, 1.0);
         for (int64_t t : target.to_vector<int64_t>()) expected_weights.push_back(t == ignore ? 0 : w[static_cast<size_t>(t)]);
         count_mismatches(weights.to_vector<double>(), expected_weights, 1e-7, 0, "weights");
+        // Without an input (the backward's total weight), the weights alone.
+        Tensor weights_only = Tensor::empty({n}, dtype);
+        forward(nullptr, target.raw_data(), weighted ? weight.raw_data() : nullptr, nullptr, weights_only.raw_data(),
+                n, classes, inner, ignore);
+        count_mismatches(weights_only.to_vector<double>(), expected_weights, 1e-7, 0, "weights only");
 
         for (const char* reduction : {"none", "sum", "mean"}) {
           ops::NllLossBackwardAttrs attrs;
@@ -92,12 +97,14 @@ TEST(CudaLossKernels, LossesWeightsAndGradientsAreTheCpuKernels) {
               dispatch(ops::nll_loss_backward, std::vector<Tensor>{grad, target, weight}, attrs)[0];
           double total = 0;
           for (double x : expected_weights) total += x;
-          const double scale = std::string(reduction) == "mean" ? 1 / total : 1;
+          const Tensor divisor = Tensor::scalar(total, dtype);  // the mean's, summed on the GPU
           Tensor got = zeros(input_shape, dtype);
           backward(grad.raw_data(), per_element ? 1 : 0, target.raw_data(),
-                   weighted ? weight.raw_data() : nullptr, scale, got.raw_data(), n, classes, inner,
-                   ignore);
-          count_mismatches(got.to_vector<double>(), want_grad.to_vector<double>(), 0, 0,
+                   weighted ? weight.raw_data() : nullptr,
+                   std::string(reduction) == "mean" ? divisor.raw_data() : nullptr, got.raw_data(), n, classes,
+                   inner, ignore);
+          // The mean's divisor is summed in the loss's dtype on the GPU, in float64 on the cpu.
+          count_mismatches(got.to_vector<double>(), want_grad.to_vector<double>(), 1e-6, 0,
                            std::string("gradient, reduction ") + reduction);
         }
       }

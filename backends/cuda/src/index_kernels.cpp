@@ -9,6 +9,7 @@
 
 #include "cuda_c_builder.h"
 #include "failure_flag.h"
+#include "index_check.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
 #include "tensor_views.h"
@@ -180,27 +181,6 @@ const GeneratedKernel& kernel_for(IndexKernel kind, const char* what, DType dtyp
 
 Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : contiguous_on_gpu(t); }
 
-struct BadIndex {
-  int64_t element, value;
-};
-
-// The first element of the contiguous int64 GPU tensor `index` outside [0, size) (and not
-// `allowed`), read back to the host; nothing when all are in range.
-std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size,
-                                        std::optional<int64_t> allowed = std::nullopt) {
-  long long n = index.numel();
-  if (n == 0) return std::nullopt;
-  const Tensor first_bad = failure_flag(index.device());
-  const void* index_pointer = index.raw_data();
-  long long limit = size, allowed_value = allowed.value_or(0);
-  int has_allowed = allowed ? 1 : 0;
-  void* bad_pointer = first_bad.raw_data();
-  void* params[] = {&index_pointer, &n, &limit, &allowed_value, &has_allowed, &bad_pointer};
-  launch_over_elements(kernel_for(IndexKernel::Check, "index_check", kInt64, index.device().index), n, params);
-  const std::optional<int64_t> element = first_failure(first_bad);
-  if (!element) return std::nullopt;
-  return BadIndex{*element, cuda::element(index, *element).item<int64_t>()};
-}
 
 int64_t dim_of(const KernelCall& c, int64_t rank) {
   return wrap_dim(static_cast<const ops::DimAttrs&>(c.attrs).dim, rank, c.op.name.c_str());
@@ -397,6 +377,21 @@ void one_hot_kernel(KernelCall& c) {
 }
 
 }  // namespace
+
+std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size, std::optional<int64_t> allowed) {
+  long long n = index.numel();
+  if (n == 0) return std::nullopt;
+  const Tensor first_bad = failure_flag(index.device());
+  const void* index_pointer = index.raw_data();
+  long long limit = size, allowed_value = allowed.value_or(0);
+  int has_allowed = allowed ? 1 : 0;
+  void* bad_pointer = first_bad.raw_data();
+  void* params[] = {&index_pointer, &n, &limit, &allowed_value, &has_allowed, &bad_pointer};
+  launch_over_elements(kernel_for(IndexKernel::Check, "index_check", kInt64, index.device().index), n, params);
+  const std::optional<int64_t> element = first_failure(first_bad);
+  if (!element) return std::nullopt;
+  return BadIndex{*element, cuda::element(index, *element).item<int64_t>()};
+}
 
 std::string index_kernel_source(IndexKernel kind, DType dtype, const std::string& name) {
   if (kind == IndexKernel::Check || kind == IndexKernel::OneHot) dtype = kInt64;

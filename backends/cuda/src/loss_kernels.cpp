@@ -6,6 +6,7 @@
 
 #include "cuda_c_builder.h"
 #include "failure_flag.h"
+#include "index_check.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
 #include "tensor_views.h"
@@ -35,18 +36,13 @@ struct NllLayout {
   }
 };
 
-// The target's classes, read and checked on the host as the CPU kernel checks them.
-std::vector<int64_t> checked_targets(const Tensor& target, int64_t classes, int64_t ignore_index,
-                                     const char* op) {
-  std::vector<int64_t> t = target.to_vector<int64_t>();
-  for (size_t i = 0; i < t.size(); ++i) {
-    const int64_t v = t[i];
-    if ((v < 0 || v >= classes) && v != ignore_index) [[unlikely]]
-      KILN_FAIL("[", op, "] index ", v, " (element ", i, " of the target) is out of range for ",
-                classes, " entries: expected 0 <= index < ", classes,
-                ". Fix: class indices must lie in [0, num_classes) (or equal ignore_index).");
-  }
-  return t;
+// The target's classes checked on the GPU (only the first bad one is read back), with the
+// CPU kernel's message.
+void check_targets(const Tensor& target, int64_t classes, int64_t ignore_index, const char* op) {
+  if (const auto bad = first_bad_index(target, classes, ignore_index)) [[unlikely]]
+    KILN_FAIL("[", op, "] index ", bad->value, " (element ", bad->element, " of the target) is out of range for ",
+              classes, " entries: expected 0 <= index < ", classes,
+              ". Fix: class indices must lie in [0, num_classes) (or equal ignore_index).");
 }
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
@@ -57,43 +53,51 @@ Tensor dense_input(const KernelCall& c, size_t i) {
   return c.inputs[i].is_contiguous() ? c.inputs[i] : contiguous_on_gpu(c.inputs[i]);
 }
 
+// Each target's loss -w[t] * input[n, t, s] and weight w[t] (0 and 0 when ignored) into
+// `losses` and `weights`; without an input (the backward's total weight) only the weights.
+void per_target(const Tensor& x, const Tensor& target, const Tensor& weight, const NllLayout& layout,
+                int64_t ignore_index, const Tensor& losses, const Tensor& weights) {
+  long long n = target.numel();
+  if (n == 0) return;
+  const DType dtype = weights.dtype();
+  const GeneratedKernel& kernel = generated_kernel(
+      weights.device().index, std::string("nll_loss(") + std::string(dtype_name(dtype)) + ")", "nll_loss",
+      [&](const std::string& name) { return nll_loss_kernel_source(dtype, name); });
+  const void* input_pointer = data_or_null(x);
+  const void* target_pointer = target.raw_data();
+  const void* weight_pointer = data_or_null(weight);
+  void* loss_pointer = losses.defined() ? losses.raw_data() : nullptr;
+  void* weights_pointer = weights.raw_data();
+  long long classes = layout.classes, inner = layout.inner, ignore = ignore_index;
+  void* params[] = {&input_pointer, &target_pointer, &weight_pointer, &loss_pointer,
+                    &weights_pointer, &n, &classes, &inner, &ignore};
+  launch_over_elements(kernel, n, params);
+}
+
+Tensor summed(const Tensor& t) { return dispatch1(ops::sum, std::span<const Tensor>(&t, 1), ops::ReduceAttrs{}); }
+
 void nll_loss_kernel(KernelCall& c) {
   const auto& a = static_cast<const ops::NllLossAttrs&>(c.attrs);
   const Tensor x = dense_input(c, 0), target = dense_input(c, 1), weight = dense_input(c, 2);
   const Tensor& out = c.outputs[0];
   const NllLayout layout(x.sizes());
-  checked_targets(target, layout.classes, a.ignore_index, "nll_loss");
-  long long n = target.numel();
+  check_targets(target, layout.classes, a.ignore_index, "nll_loss");
+  const int64_t n = target.numel();
   // Per element: "none" writes the losses straight into the output.
   const bool per_element = a.reduction == "none";
   Tensor losses = per_element ? out : Tensor::empty({n}, x.dtype(), x.device());
   Tensor weights = Tensor::empty({n}, x.dtype(), x.device());
-  if (n > 0) {
-    const int device = out.device().index;
-    const GeneratedKernel& kernel = generated_kernel(
-        device, std::string("nll_loss(") + std::string(dtype_name(x.dtype())) + ")", "nll_loss",
-        [&](const std::string& name) { return nll_loss_kernel_source(x.dtype(), name); });
-    const void* input_pointer = x.raw_data();
-    const void* target_pointer = target.raw_data();
-    const void* weight_pointer = data_or_null(weight);
-    void* loss_pointer = losses.raw_data();
-    void* weights_pointer = weights.raw_data();
-    long long classes = layout.classes, inner = layout.inner, ignore = a.ignore_index;
-    void* params[] = {&input_pointer, &target_pointer, &weight_pointer, &loss_pointer,
-                      &weights_pointer, &n, &classes, &inner, &ignore};
-    launch_over_elements(kernel, n, params);
-  }
+  per_target(x, target, weight, layout, a.ignore_index, losses, weights);
   if (per_element) return;
   // The sums by the reduction kernel; mean divides by the counted targets' weights (0/0 is
   // nan when none count, as on the cpu).
-  const Tensor total = dispatch1(ops::sum, std::span<const Tensor>(&losses, 1), ops::ReduceAttrs{});
+  const Tensor total = summed(losses);
   if (a.reduction == "sum") {
     const Tensor copy[] = {total};
     dispatch_into(ops::clone, copy, no_attrs(), out);
     return;
   }
-  const Tensor total_weight = dispatch1(ops::sum, std::span<const Tensor>(&weights, 1), ops::ReduceAttrs{});
-  const Tensor quotient[] = {total, total_weight};
+  const Tensor quotient[] = {total, summed(weights)};
   dispatch_into(ops::div, quotient, no_attrs(), out);
 }
 
@@ -102,21 +106,17 @@ void nll_loss_backward_kernel(KernelCall& c) {
   const Tensor grad = dense_input(c, 0), target = dense_input(c, 1), weight = dense_input(c, 2);
   const Tensor& out = c.outputs[0];
   const NllLayout layout(a.input_shape);
-  const std::vector<int64_t> t =
-      checked_targets(target, layout.classes, a.ignore_index, "nll_loss_backward");
+  check_targets(target, layout.classes, a.ignore_index, "nll_loss_backward");
   fill_on_gpu(out, 0);
   long long n = target.numel();
   if (n == 0 || out.numel() == 0) return;
-  // Mean: each gradient is divided by the counted targets' summed weight, summed on the host
-  // from the targets already read (in float64, as the CPU kernel).
-  double scale = 1;
+  // Mean: each gradient is divided by the counted targets' summed weight, which stays on the
+  // GPU (the kernel reads it there).
+  Tensor total_weight;
   if (a.reduction == "mean") {
-    const std::vector<double> w = weight.defined() ? weight.to_vector<double>()
-                                                   : std::vector<double>(static_cast<size_t>(layout.classes), 1.0);
-    double total_weight = 0;
-    for (int64_t ti : t)
-      if (ti != a.ignore_index) total_weight += w[static_cast<size_t>(ti)];
-    scale = 1 / total_weight;
+    const Tensor weights = Tensor::empty({n}, out.dtype(), out.device());
+    per_target(Tensor(), target, weight, layout, a.ignore_index, Tensor(), weights);
+    total_weight = summed(weights);
   }
   const GeneratedKernel& kernel = generated_kernel(
       out.device().index, std::string("nll_loss_backward(") + std::string(dtype_name(out.dtype())) + ")",
@@ -126,9 +126,10 @@ void nll_loss_backward_kernel(KernelCall& c) {
   int per_element = a.reduction == "none" ? 1 : 0;
   const void* target_pointer = target.raw_data();
   const void* weight_pointer = data_or_null(weight);
+  const void* divisor_pointer = data_or_null(total_weight);
   void* out_pointer = out.raw_data();
   long long classes = layout.classes, inner = layout.inner, ignore = a.ignore_index;
-  void* params[] = {&grad_pointer, &per_element, &target_pointer, &weight_pointer, &scale,
+  void* params[] = {&grad_pointer, &per_element, &target_pointer, &weight_pointer, &divisor_pointer,
                     &out_pointer, &n, &classes, &inner, &ignore};
   launch_over_elements(kernel, n, params);
 }
@@ -147,12 +148,12 @@ std::string nll_loss_kernel_source(DType dtype, const std::string& name) {
     << "  KILN_FOR_EACH_ELEMENT(i, n) {\n"
     << "    const long long t = target[i];\n"
     << "    if (t == ignore) {\n"
-    << "      loss[i] = 0;\n"
+    << "      if (loss) loss[i] = 0;\n"
     << "      weights[i] = 0;\n"
     << "      continue;\n"
     << "    }\n"
     << "    const " << t << " w = weight ? weight[t] : (" << t << ")1;\n"
-    << "    loss[i] = -w * input[(i / inner) * classes * inner + t * inner + i % inner];\n"
+    << "    if (loss) loss[i] = -w * input[(i / inner) * classes * inner + t * inner + i % inner];\n"
     << "    weights[i] = w;\n"
     << "  }\n}\n";
   return s.str();
@@ -164,13 +165,14 @@ std::string nll_loss_backward_kernel_source(DType dtype, const std::string& name
   s << "// kiln eager kernel: nll_loss_backward(" << dtype_name(dtype) << ")\n"
     << kKernelPrelude << "KILN_KERNEL void " << name << "(const " << t
     << "* __restrict__ grad, int grad_per_element, const long long* __restrict__ target, const "
-    << t << "* __restrict__ weight, double scale, " << t
+    << t << "* __restrict__ weight, const " << t << "* __restrict__ divisor, " << t
     << "* __restrict__ out, long long n, long long classes, long long inner, long long ignore) {\n"
     << "  KILN_FOR_EACH_ELEMENT(i, n) {\n"
     << "    const long long t = target[i];\n"
     << "    if (t == ignore) continue;\n"
     << "    const double g = grad_per_element ? grad[i] : grad[0];\n"
     << "    const double w = weight ? weight[t] : 1.0;\n"
+    << "    const double scale = divisor ? 1.0 / (double)divisor[0] : 1.0;\n"
     << "    out[(i / inner) * classes * inner + t * inner + i % inner] = (" << t
     << ")(-w * g * scale);\n"
     << "  }\n}\n";
