@@ -235,6 +235,54 @@ TEST(CudaTensor, OptimizerStateFollowsItsParameterToTheGpu) {
   EXPECT_EQ(sgd.state_dict().at("state.0.momentum_buffer").device(), kCUDA);
 }
 
+// No batch norm here: it cancels the first layer's bias gradient to rounding noise, which
+// Adam-like updates (g / sqrt(v)) blow up to full steps of either sign on either device.
+struct TwoLayers : nn::Module {
+  nn::ModulePtr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 8));
+  nn::ModulePtr<nn::Linear> fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 3));
+  Tensor forward(const Tensor& x) override { return fc2(kiln::tanh(fc1(x))); }
+};
+
+// A few training steps of `TwoLayers` with the optimizer `make` builds, on the CPU or on the
+// GPU (with a cosine schedule and gradient clipping), from the same weights and data; the
+// parameters after them.
+std::vector<std::vector<float>> trained(bool on_gpu,
+                                        const std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>& make) {
+  manual_seed(21);
+  TwoLayers block;
+  if (on_gpu) block.to(kCUDA);
+  std::unique_ptr<optim::Optimizer> optimizer = make(block.parameters());
+  optim::CosineAnnealingLR schedule(*optimizer, 4);
+  for (int step = 0; step < 4; ++step) {
+    const Tensor x = randn({6, 4}), target = randn({6, 3});
+    optimizer->zero_grad();
+    nn::functional::mse_loss(block(on_gpu ? x.to(kCUDA) : x), on_gpu ? target.to(kCUDA) : target).backward();
+    nn::utils::clip_grad_norm_(block.parameters(), 0.5);
+    optimizer->step();
+    schedule.step();
+  }
+  return values_of(block.named_parameters());
+}
+
+TEST(CudaTensor, EveryOptimizerTrainsAlikeOnBothDevices) {
+  REQUIRE_KERNELS();
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<std::string, Make>> optimizers = {
+      {"SGD", [](auto p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}); }},
+      {"Adam", [](auto p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.05, .weight_decay = 0.01, .amsgrad = true}); }},
+      {"AdamW", [](auto p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1}); }},
+      {"RMSprop", [](auto p) { return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true}); }},
+  };
+  for (const auto& [name, make] : optimizers) {
+    const auto on_cpu = trained(false, make), on_gpu = trained(true, make);
+    ASSERT_EQ(on_cpu.size(), on_gpu.size()) << name;
+    for (size_t k = 0; k < on_cpu.size(); ++k)
+      count_mismatches(std::vector<double>(on_gpu[k].begin(), on_gpu[k].end()),
+                       std::vector<double>(on_cpu[k].begin(), on_cpu[k].end()), 1e-4, 1e-5,
+                       name + " parameter " + std::to_string(k));
+  }
+}
+
 TEST(CudaTensor, GradientsFlowBackToTheInputsDevice) {
   REQUIRE_GPU();
   Tensor x = Tensor::from_vector<float>({1, 2, 3}).requires_grad_();
