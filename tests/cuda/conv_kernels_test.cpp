@@ -20,16 +20,8 @@ TEST(CudaConvKernels, NvrtcCompilesThemAndPtxasAssemblesThem) {
   init();
   for (const OpDef* op : {&ops::conv2d, &ops::conv2d_input_grad, &ops::conv2d_weight_grad})
     EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
-  std::string source;
-  std::vector<std::string> names;
-  for (DType dtype : {kFloat32, kFloat64}) {
-    for (ConvKernel kind : {ConvKernel::Im2Col, ConvKernel::Col2Im}) {
-      names.push_back("conv" + std::to_string(static_cast<int>(kind)) + "_" + std::string(dtype_name(dtype)));
-      source += conv_kernel_source(kind, dtype, names.back());
-    }
-  }
-  const std::string skipped = expect_gpu_toolchain_accepts(source, names);
-  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  expect_every_kernel_compiles("conv", {ConvKernel::Im2Col, ConvKernel::Col2Im}, {kFloat32, kFloat64},
+                               conv_kernel_source);
 }
 
 TEST(CudaConvKernels, TakeFloat32AndFloat64Only) {

@@ -95,6 +95,23 @@ inline std::shared_ptr<void> build_on_host(const std::string& source, const std:
   });
 }
 
+// NVRTC and ptxas accept the kernel `source_of(kind, dtype, name)` of every kind and dtype
+// (named "<prefix><kind>_<dtype>"); skips with the reason when the toolchain is missing.
+template <class Kind, class SourceOf>
+void expect_every_kernel_compiles(const std::string& prefix, std::initializer_list<Kind> kinds,
+                                  std::initializer_list<DType> dtypes, SourceOf&& source_of) {
+  std::string source;
+  std::vector<std::string> names;
+  for (DType dtype : dtypes) {
+    for (Kind kind : kinds) {
+      names.push_back(prefix + std::to_string(static_cast<int>(kind)) + "_" + std::string(dtype_name(dtype)));
+      source += source_of(kind, dtype, names.back());
+    }
+  }
+  const std::string skipped = expect_gpu_toolchain_accepts(source, names);
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+}
+
 // A suite whose kernels are built on the host once (build() in SetUpTestSuite, release() in
 // TearDownTestSuite); its tests skip where the host build cannot run and find the kernels'
 // entries with entry<Fn>(name).

@@ -20,18 +20,11 @@ TEST(CudaNormKernels, NvrtcCompilesThemAndPtxasAssemblesThem) {
   init();
   for (const OpDef* op : {&ops::layer_norm, &ops::layer_norm_backward, &ops::batch_norm, &ops::batch_norm_backward})
     EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
-  std::string source;
-  std::vector<std::string> names;
-  const NormKernel kinds[] = {NormKernel::LayerNorm,  NormKernel::LayerNormGrad,  NormKernel::LayerNormParams,
-                              NormKernel::BatchStats, NormKernel::BatchGradStats, NormKernel::ChannelAffine};
-  for (DType dtype : {kFloat32, kFloat64}) {
-    for (NormKernel kind : kinds) {
-      names.push_back("norm" + std::to_string(static_cast<int>(kind)) + "_" + std::string(dtype_name(dtype)));
-      source += norm_kernel_source(kind, dtype, names.back());
-    }
-  }
-  const std::string skipped = expect_gpu_toolchain_accepts(source, names);
-  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  expect_every_kernel_compiles(
+      "norm",
+      {NormKernel::LayerNorm, NormKernel::LayerNormGrad, NormKernel::LayerNormParams, NormKernel::BatchStats,
+       NormKernel::BatchGradStats, NormKernel::ChannelAffine},
+      {kFloat32, kFloat64}, norm_kernel_source);
 }
 
 TEST(CudaNormKernels, TakeFloat32AndFloat64Only) {

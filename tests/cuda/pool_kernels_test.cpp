@@ -21,18 +21,11 @@ TEST(CudaPoolKernels, NvrtcCompilesThemAndPtxasAssemblesThem) {
   for (const OpDef* op : {&ops::max_pool2d, &ops::max_pool2d_backward, &ops::avg_pool2d, &ops::avg_pool2d_backward,
                           &ops::adaptive_avg_pool2d, &ops::adaptive_avg_pool2d_backward})
     EXPECT_TRUE(op->kernels[static_cast<size_t>(DeviceType::CUDA)]) << op->name;
-  std::string source;
-  std::vector<std::string> names;
-  const PoolKernel kinds[] = {PoolKernel::Max,      PoolKernel::MaxBackward, PoolKernel::Avg,
-                              PoolKernel::AvgBackward, PoolKernel::Adaptive, PoolKernel::AdaptiveBackward};
-  for (DType dtype : {kFloat32, kFloat64}) {
-    for (PoolKernel kind : kinds) {
-      names.push_back("pool" + std::to_string(static_cast<int>(kind)) + "_" + std::string(dtype_name(dtype)));
-      source += pool_kernel_source(kind, dtype, names.back());
-    }
-  }
-  const std::string skipped = expect_gpu_toolchain_accepts(source, names);
-  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  expect_every_kernel_compiles(
+      "pool",
+      {PoolKernel::Max, PoolKernel::MaxBackward, PoolKernel::Avg, PoolKernel::AvgBackward, PoolKernel::Adaptive,
+       PoolKernel::AdaptiveBackward},
+      {kFloat32, kFloat64}, pool_kernel_source);
 }
 
 TEST(CudaPoolKernels, TakeFloat32AndFloat64Only) {
