@@ -20,26 +20,38 @@ ConcretizationHook g_concretization_hook = nullptr;
             "variable) and use them afterwards.");
 }
 
-void check_inputs(const OpDef& op, TensorSpan inputs) {
+// Inputs on more than one device: fine when the odd ones out are host scalars joining an
+// elementwise op (infer::is_host_scalar), else an error naming the first two devices.
+[[gnu::cold, gnu::noinline]] void check_mixed_devices(const OpDef& op, TensorSpan inputs) {
+  const bool host_scalars_join = op.lowering == LoweringClass::Elementwise;
   const Tensor* first = nullptr;
   size_t first_index = 0;
-  // Host scalars join elementwise ops on any device (infer::is_host_scalar).
-  const bool host_scalars_join = op.lowering == LoweringClass::Elementwise;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
-    if (!t.defined()) continue;
-    if (t.is_symbolic()) [[unlikely]] refuse_symbolic_input(op, i, t);
-    if (host_scalars_join && t.device().type == DeviceType::CPU && infer::is_host_scalar(t)) continue;
+    if (!t.defined() || (host_scalars_join && infer::is_host_scalar(t))) continue;
     if (!first) {
       first = &t;
       first_index = i;
-    } else if (!(t.device() == first->device())) [[unlikely]] {
+    } else if (!(t.device() == first->device())) {
       KILN_FAIL("[", op.name, "] expected all inputs on one device, found ", first->device(),
                 " (input ", first_index, ") and ", t.device(), " (input ", i,
                 "). Fix: move them to one device first, e.g. x.to(", first->device(),
                 "), or the module with model.to(device).");
     }
   }
+}
+
+void check_inputs(const OpDef& op, TensorSpan inputs) {
+  const Tensor* first = nullptr;
+  bool mixed = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined()) continue;
+    if (t.is_symbolic()) [[unlikely]] refuse_symbolic_input(op, i, t);
+    if (!first) first = &t;
+    mixed = mixed || !(t.device() == first->device());
+  }
+  if (mixed) [[unlikely]] check_mixed_devices(op, inputs);
 }
 
 [[noreturn, gnu::cold]] void refuse_device(const OpDef& op, Device device) {
