@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "args.h"
-#include "kiln/cuda/device.h"
 #include "commands.h"
+#include "kiln/cuda/device.h"
 #include "kiln/models/registry.h"
 #include "kiln/nn/summary.h"
 #include "kiln/serialize/checkpoint.h"
