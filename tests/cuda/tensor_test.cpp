@@ -18,6 +18,7 @@
 #include "kiln/kiln.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/norm.h"
+#include "kiln/ops/pool.h"
 #include "test_util.h"
 #include "values_close.h"
 
@@ -645,6 +646,22 @@ TEST(CudaTensor, AttentionAndItsGradientsMatchTheCpu) {
         },
         {q, k, v}, 1e-4);
   }
+}
+
+TEST(CudaTensor, KernelsNameBadIndicesAndShapesTheyCannotTake) {
+  REQUIRE_KERNELS();
+  // max pooling's gradient scatters to indices max_pool2d returned; others are named.
+  ops::PoolBackwardSizeAttrs size;
+  size.input_size = {2, 2};
+  const Tensor grad = ones({1, 1, 1, 2}).to(kCUDA);
+  const Tensor indices = Tensor::from_vector<int64_t>({3, 4}, {1, 1, 1, 2}).to(kCUDA);
+  std::string m = error_of([&] { dispatch(ops::max_pool2d_backward, std::vector<Tensor>{grad, indices}, size); });
+  EXPECT_TRUE(contains(m, "[max_pool2d_backward] index 4 is outside the input plane of 4 elements. Fix: pass "
+                          "the indices max_pool2d returned.")) << m;
+  // gather's kernel addresses up to 8 dims.
+  const Shape nine(9, 1);
+  m = error_of([&] { gather(zeros(nine).to(kCUDA), 0, zeros(nine, kInt64).to(kCUDA)); });
+  EXPECT_TRUE(contains(m, "[gather] the CUDA kernel takes tensors of up to 8 dims, got 9")) << m;
 }
 
 TEST(CudaTensor, ASeedDrawsTheSameNumbersOnTheGpuAsOnTheCpu) {
