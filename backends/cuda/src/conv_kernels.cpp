@@ -88,9 +88,7 @@ void launch(ConvKernel kind, const char* what, DType dtype, int device, const Te
             ConvGeometry p) {
   long long count = out.numel();
   if (count == 0) return;
-  const GeneratedKernel& kernel =
-      generated_kernel(device, std::string(what) + "(" + std::string(dtype_name(dtype)) + ")", what,
-                       [&](const std::string& name) { return conv_kernel_source(kind, dtype, name); });
+  const GeneratedKernel& kernel = kernel_of_kind(device, what, kind, dtype, conv_kernel_source);
   const void* in_pointer = in.raw_data();
   void* out_pointer = out.raw_data();
   void* params[] = {&in_pointer, &out_pointer, &count, &p};

@@ -130,9 +130,7 @@ std::string random_source(FactoryKernel kind, DType dtype, const std::string& na
 // ---- the kernels ----
 
 const GeneratedKernel& kernel_for(FactoryKernel kind, const char* op, const Tensor& out) {
-  const DType dtype = out.dtype();
-  return generated_kernel(out.device().index, std::string(op) + "(" + std::string(dtype_name(dtype)) + ")",
-                          op, [&](const std::string& name) { return factory_kernel_source(kind, dtype, name); });
+  return kernel_of_kind(out.device().index, op, kind, out.dtype(), factory_kernel_source);
 }
 
 void arange_kernel(KernelCall& c) {

@@ -175,8 +175,7 @@ std::string parameters(IndexKernel kind, const std::string& t) {
 // ---- host side ----
 
 const GeneratedKernel& kernel_for(IndexKernel kind, const char* what, DType dtype, int device) {
-  return generated_kernel(device, std::string(what) + "(" + std::string(dtype_name(dtype)) + ")", what,
-                          [&](const std::string& name) { return index_kernel_source(kind, dtype, name); });
+  return kernel_of_kind(device, what, kind, dtype, index_kernel_source);
 }
 
 Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : contiguous_on_gpu(t); }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kiln/cuda/fused_kernels.h"
+#include "kiln/dtype.h"
 
 namespace kiln::cuda {
 
@@ -21,6 +22,14 @@ struct GeneratedKernel {
 const GeneratedKernel& generated_kernel(int device, const std::string& key,
                                         const std::string& prefix,
                                         const std::function<std::string(const std::string&)>& make_source);
+
+// The kernel of a family whose kernels differ by kind and dtype alone (factories, index,
+// norm, pool and conv kernels): key "what(dtype)", source source_of(kind, dtype, name).
+template <class Kind, class SourceOf>
+const GeneratedKernel& kernel_of_kind(int device, const char* what, Kind kind, DType dtype, SourceOf&& source_of) {
+  return generated_kernel(device, std::string(what) + "(" + std::string(dtype_name(dtype)) + ")", what,
+                          [&](const std::string& name) { return source_of(kind, dtype, name); });
+}
 
 // Queues `kernel` on the current stream with `params` (each pointing at a parameter): over `n`
 // elements (256-thread blocks, a grid-stride loop), or over `rows` rows of `row_length`

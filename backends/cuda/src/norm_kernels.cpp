@@ -171,8 +171,7 @@ std::string parameters(NormKernel kind, const std::string& t) {
 // ---- host side ----
 
 const GeneratedKernel& kernel_for(NormKernel kind, const char* what, DType dtype, int device) {
-  return generated_kernel(device, std::string(what) + "(" + std::string(dtype_name(dtype)) + ")", what,
-                          [&](const std::string& name) { return norm_kernel_source(kind, dtype, name); });
+  return kernel_of_kind(device, what, kind, dtype, norm_kernel_source);
 }
 
 // Input `i` of the call, contiguous; undefined when absent.

@@ -197,9 +197,7 @@ Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : contiguous_on_gpu
 void launch(PoolKernel kind, const char* what, DType dtype, int device, std::vector<void*> head, long long count,
             PoolGeometry p, std::vector<void*> tail = {}) {
   if (count == 0) return;
-  const GeneratedKernel& kernel =
-      generated_kernel(device, std::string(what) + "(" + std::string(dtype_name(dtype)) + ")", what,
-                       [&](const std::string& name) { return pool_kernel_source(kind, dtype, name); });
+  const GeneratedKernel& kernel = kernel_of_kind(device, what, kind, dtype, pool_kernel_source);
   head.push_back(&count);
   head.push_back(&p);
   head.insert(head.end(), tail.begin(), tail.end());
