@@ -41,6 +41,25 @@ void find_symbolic_attrs(const ir::Graph& g, std::unordered_set<const ir::Node*>
   }
 }
 
+// For `g` and each of its regions: by node, the values to let go of after it runs (see
+// Executable::released_after_). Regions are closed (they read only their own inputs), so a
+// node's reads are its operands.
+void find_releases(const ir::Graph& g,
+                   std::unordered_map<const ir::Graph*, std::vector<std::vector<int>>>& out) {
+  std::unordered_map<int, size_t> last_reader;  // value id -> node index
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (const ir::Value* v : nodes[i]->inputs)
+      if (v) last_reader[v->id] = i;
+    for (const ir::Value* v : nodes[i]->outputs) last_reader.emplace(v->id, i);  // never read
+    for (const auto& region : nodes[i]->regions) find_releases(*region, out);
+  }
+  for (const ir::GraphOutput& o : g.outputs()) last_reader.erase(o.value->id);
+  std::vector<std::vector<int>>& released = out[&g];
+  released.resize(nodes.size());
+  for (const auto& [id, node] : last_reader) released[node].push_back(id);
+}
+
 bool truth(const Tensor& t, const ir::Node& node) {
   KILN_CHECK(t.numel() == 1, "[interp] ", node.op->name, node_where(node),
              ": the loop condition has ", t.numel(), " elements; expected one.");
@@ -56,6 +75,7 @@ Executable::Executable(std::shared_ptr<const ir::Graph> graph) : graph_(std::mov
   value_count_ = top + 1;
   symbol_sources_ = ir::symbol_sources(*graph_, "[interp]");
   find_symbolic_attrs(*graph_, symbolic_attrs_);
+  find_releases(*graph_, released_after_);
 }
 
 std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) {
@@ -79,7 +99,17 @@ std::vector<Tensor> Executable::run_graph(const ir::Graph& g, std::span<const Te
     env[in.value->id] = own_constant ? in.constant : inputs[i];
   }
   std::vector<Tensor> args;
-  for (const auto& node : g.nodes()) {
+  const std::vector<std::vector<int>>& released_after = released_after_.at(&g);
+  for (size_t index = 0; index < g.nodes().size(); ++index) {
+    const auto& node = g.nodes()[index];
+    // At the end of this iteration, however it ends: the values no later node reads.
+    struct Release {
+      std::vector<Tensor>& env;
+      const std::vector<int>& ids;
+      ~Release() {
+        for (int id : ids) env[id] = Tensor();
+      }
+    } release{env, released_after[index]};
     args.clear();
     for (const ir::Value* v : node->inputs) args.push_back(v ? env[v->id] : Tensor());
     if (!node->regions.empty()) {

@@ -2,12 +2,15 @@
 // results are eager's by construction (bitwise, on the same thread count). Autograd records
 // through the same dispatch, so a graph run with grad mode on can be backpropagated.
 // Symbolic sizes take their values from the inputs on each run, and attributes that hold
-// them (reshape sizes, factory shapes) are rewritten with those values.
+// them (reshape sizes, factory shapes) are rewritten with those values. Each value is let go
+// after the last node that reads it, so a run holds what eager code would hold (on a GPU,
+// the caching allocator reuses the memory for the next nodes' results).
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -56,6 +59,9 @@ class Executable {
   int value_count_ = 0;
   std::vector<ir::SymbolSource> symbol_sources_;
   std::unordered_set<const ir::Node*> symbolic_attrs_;  // nodes whose attributes hold symbols
+  // By graph (the top one and every region) and node index: the values no later node of that
+  // graph reads and it does not return, to let go of once the node has run.
+  std::unordered_map<const ir::Graph*, std::vector<std::vector<int>>> released_after_;
   bool replay_recorded_random_ = false;
   FusedRunner fused_runner_;
 };
