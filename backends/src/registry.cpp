@@ -82,8 +82,22 @@ const Backend& default_backend() {
   return cpu ? *cpu : reference_backend();
 }
 
-Choice choose_backend(const Backend& requested, const ir::Graph& graph,
-                      std::string_view grad_source) {
+namespace {
+
+// The backend that runs `graph` when the caller named none: kiln's own compiled backends, by
+// the device they drive (a backend a program registers is used only by name).
+const Backend& default_backend_for(const ir::Graph& graph) {
+  for (std::string_view name : {"cpu", "cuda"}) {
+    const Backend* b = find_backend(name);
+    if (b && !b->refusal(graph)) return *b;
+  }
+  return default_backend();
+}
+
+}  // namespace
+
+Choice choose_backend(const Backend* named, const ir::Graph& graph, std::string_view grad_source) {
+  const Backend& requested = named ? *named : default_backend_for(graph);
   if (std::optional<std::string> why = requested.refusal(graph))
     return {&reference_backend(),
             str_cat("interp, because the ", requested.name(), " backend cannot run this graph: ",

@@ -80,17 +80,19 @@ TEST(BackendRegistry, ChooseBackendIsTheOneRuleForGradientsAndRefusals) {
   init();
   std::unique_ptr<ir::Graph> g = ir::parse_graph(kChain);
   const Backend& cpu = backend("cpu");
-  Choice plain = choose_backend(cpu, *g, "");
+  Choice plain = choose_backend(&cpu, *g, "");
   EXPECT_EQ(plain.backend, &cpu);
   EXPECT_EQ(plain.note, "");
-  Choice grad = choose_backend(cpu, *g, "parameter fc.weight requires grad");
+  Choice grad = choose_backend(&cpu, *g, "parameter fc.weight requires grad");
   EXPECT_EQ(grad.backend, &reference_backend());
   EXPECT_NE(grad.note.find("interp, because gradients are needed (parameter fc.weight requires "
                            "grad and grad mode is on)"),
             std::string::npos)
       << grad.note;
+  // No backend named: the cpu backend takes a graph of CPU tensors.
+  EXPECT_EQ(choose_backend(nullptr, *g, "").backend, &cpu);
   // The reference executor records gradients itself: no fallback, no note.
-  EXPECT_EQ(choose_backend(reference_backend(), *g, "an input requires grad").note, "");
+  EXPECT_EQ(choose_backend(&reference_backend(), *g, "an input requires grad").note, "");
 
   // A backend that refuses the graph: the reference executor runs it, and the note names
   // the refusal.
@@ -107,7 +109,7 @@ TEST(BackendRegistry, ChooseBackendIsTheOneRuleForGradientsAndRefusals) {
       return nullptr;
     }
   } picky;
-  Choice refused = choose_backend(picky, *g, "");
+  Choice refused = choose_backend(&picky, *g, "");
   EXPECT_EQ(refused.backend, &reference_backend());
   EXPECT_EQ(refused.note,
             "interp, because the picky backend cannot run this graph: it has no float64 kernels");

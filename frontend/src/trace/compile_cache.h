@@ -66,8 +66,7 @@ class CompileCache final : public CompiledCore {
   CompileCache(std::shared_ptr<nn::Module> model, CompileOptions options)
       : model_(std::move(model)),
         options_(std::move(options)),
-        backend_(options_.backend.empty() ? backends::default_backend()
-                                          : backends::backend(options_.backend)) {
+        backend_(options_.backend.empty() ? nullptr : &backends::backend(options_.backend)) {
     KILN_CHECK(options_.cache_limit >= 1, "[compile] cache_limit must be at least 1, got ",
                options_.cache_limit, ".");
   }
@@ -104,7 +103,8 @@ class CompileCache final : public CompiledCore {
 
   std::shared_ptr<nn::Module> model_;
   CompileOptions options_;
-  const backends::Backend& backend_;  // options_.backend, or the build's default
+  // options_.backend; null: each graph's default (backends::choose_backend: cpu or cuda).
+  const backends::Backend* backend_;
   // Guards everything below. A call holds it to match (or add) its entry; a native entry's
   // graph then runs without it (cpu::compiler::CompiledGraph gives each concurrent call a plan of
   // its own), so threads calling one module run in parallel. Entries are shared: one that is

@@ -160,7 +160,7 @@ std::vector<Tensor> CompileCache::run_segmented(Entry& entry, const std::vector<
 Entry& CompileCache::add_entry(const std::vector<Tensor>& tensors, GuardSet guards,
                                ForwardRef forward) {
   auto entry = std::make_unique<Entry>();
-  entry->segments.backend = &backend_;
+  entry->segments.backend = backend_;
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<ir::Graph> graph;
   SymbolPlan plan = plan_symbols(tensors, dynamic_masks(tensors));

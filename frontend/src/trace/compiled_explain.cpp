@@ -35,7 +35,11 @@ ExplainReport CompileCache::explain() const {
   std::lock_guard<std::mutex> lock(mutex_);  // a consistent snapshot, even during calls
   ExplainReport r;
   r.model = model_->type_name();
-  r.backend = std::string(backend_.name());
+  // Named, or each graph's default: the one the latest graph's device picks.
+  const backends::Backend* requested = backend_;
+  if (!requested && !entries_.empty() && entries_.back()->graph)
+    requested = backends::choose_backend(nullptr, *entries_.back()->graph, "").backend;
+  r.backend = std::string((requested ? *requested : backends::default_backend()).name());
   r.calls = calls_;
   r.eager_calls = eager_calls_;
   r.recompile_reasons = recompile_reasons_;

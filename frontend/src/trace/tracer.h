@@ -44,8 +44,8 @@ inline constexpr std::string_view kBufferOutputPrefix = "buffer:";
 
 // Segments compiled so far, by structural hash (shared by the calls of one cache entry).
 struct SegmentCache {
-  // The backend segments are compiled for; backends::choose_backend picks the reference
-  // executor for a segment whose run needs gradients.
+  // The backend segments are compiled for (null: each segment's default); backends::
+  // choose_backend picks the reference executor for a segment whose run needs gradients.
   const backends::Backend* backend = nullptr;
   // By structural hash and whether the requested backend runs it.
   std::unordered_map<uint64_t, std::unique_ptr<backends::Executable>> executables;

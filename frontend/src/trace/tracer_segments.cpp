@@ -69,7 +69,7 @@ void Tracer::flush() {
     if (grad_mode_enabled())
       for (const Tensor& t : feeds_)
         if (t.defined() && t.requires_grad()) grad_source = "an input of the segment requires grad";
-    backends::Choice choice = backends::choose_backend(*segments_->backend, *graph_, grad_source);
+    backends::Choice choice = backends::choose_backend(segments_->backend, *graph_, grad_source);
     uint64_t key = ir::structural_hash(*graph_) * 2 + (choice.note.empty() ? 1 : 0);
     std::unique_ptr<backends::Executable>& exe = segments_->executables[key];
     if (exe) {

@@ -87,8 +87,8 @@ const Backend& backend(std::string_view name);
 // The registered backends' names, in the order they were registered.
 std::vector<std::string> backend_names();
 
-// The backend compile() uses when CompileOptions::backend is empty: "cpu" when this build has
-// it (kiln built with its code generator), else the reference executor.
+// The backend compile() uses for CPU tensors when CompileOptions::backend is empty: "cpu" when
+// this build has it (kiln built with its code generator), else the reference executor.
 const Backend& default_backend();
 
 // The reference executor ("interp"): runs every graph, records gradients. Registered by
@@ -103,8 +103,10 @@ struct Choice {
 // The rule, written once: the requested backend runs the graph unless it refuses it, or the
 // call needs gradients (`grad_source` says why: "parameter fc.weight requires grad") and its
 // executables record none; the reference backend runs it then, and the note says why and
-// how to get the requested one back.
-Choice choose_backend(const Backend& requested, const ir::Graph& graph,
+// how to get the requested one back. `requested` null (CompileOptions::backend empty): "cpu"
+// or "cuda", whichever is registered and accepts the graph (CPU tensors, GPU tensors), else
+// default_backend().
+Choice choose_backend(const Backend* requested, const ir::Graph& graph,
                       std::string_view grad_source);
 
 }  // namespace kiln::backends
