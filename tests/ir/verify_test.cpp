@@ -200,6 +200,19 @@ TEST(IrVerify, ConstantsMatchTheirType) {
   g.add_input(InputKind::Constant, "c", f32({3}), Tensor::from_vector<float>({1, 2}));
   expect_error([&] { verify(g); },
                {"constant 'c' %0 holds a float32[2] tensor but its value has type float32[3]"});
+  // Host data for a GPU value is allowed (the executor places it); the dtype and shape still
+  // must match.
+  Graph gpu;
+  Type on_gpu = f32({2});
+  on_gpu.device = kCUDA;
+  gpu.add_input(InputKind::Constant, "c", on_gpu, Tensor::from_vector<float>({1, 2}));
+  verify(gpu);
+  Type wrong = f32({3});
+  wrong.device = kCUDA;
+  gpu.add_input(InputKind::Constant, "d", wrong, Tensor::from_vector<float>({1, 2}));
+  expect_error([&] { verify(gpu); },
+               {"constant 'd' %1 holds a float32[2] tensor but its value has type "
+                "float32[3]@cuda:0"});
 }
 
 TEST(IrVerify, ReturnUsesDefinedValues) {

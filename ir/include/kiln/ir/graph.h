@@ -55,7 +55,9 @@ struct GraphInput {
   InputKind kind = InputKind::Input;
   std::string name;  // user input name ("x", "input0"), dotted path, or constant label
   Value* value = nullptr;
-  Tensor constant;   // the data of a Constant input (a contiguous CPU tensor)
+  // The data of a Constant input: contiguous, on its value's device or on the CPU (an
+  // executor for a GPU places it there before running).
+  Tensor constant;
 };
 
 struct GraphOutput {
