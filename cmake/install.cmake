@@ -12,10 +12,11 @@ include(CMakePackageConfigHelpers)
 set_target_properties(kiln_eager PROPERTIES EXPORT_NAME eager)
 set_target_properties(kiln_rt PROPERTIES EXPORT_NAME rt)
 set(KILN_INSTALLED_TARGETS kiln kiln_eager kiln_runtime kiln_ir kiln_passes kiln_backends
-    kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_cuda kiln_artifact kiln_rt)
+    kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_cuda kiln_cuda_exec kiln_artifact
+    kiln_rt)
 if(KILN_COMPILER)
   list(APPEND KILN_INSTALLED_TARGETS kiln_compiler kiln_codegen_common kiln_cpu_codegen kiln_cpu_compiler
-       kiln_cli)
+       kiln_cuda_codegen kiln_cuda_compiler kiln_cli)
 endif()
 install(TARGETS ${KILN_INSTALLED_TARGETS} EXPORT kilnTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -28,8 +29,10 @@ set(KILN_PUBLIC_INCLUDE_DIRS runtime/include ir/include passes/include backends/
     backends/interp/include backends/cpu/kernels/include backends/cuda/include
     frontend/artifact/include frontend/rt/include frontend/include)
 if(KILN_COMPILER)
-  # The cpu backend's CompiledGraph (kiln/cpu/compiler/cpu_backend.h) is a cpu::exec::GraphRunner.
-  list(APPEND KILN_PUBLIC_INCLUDE_DIRS backends/cpu/compiler/include backends/cpu/exec/include)
+  # The cpu backend's CompiledGraph (kiln/cpu/compiler/cpu_backend.h) is a cpu::exec::GraphRunner;
+  # the cuda backend's a cuda::exec::GraphRunner over a codegen::PtxModule.
+  list(APPEND KILN_PUBLIC_INCLUDE_DIRS backends/cpu/compiler/include backends/cpu/exec/include
+       backends/cuda/compiler/include backends/cuda/exec/include backends/cuda/codegen/include)
 endif()
 foreach(dir ${KILN_PUBLIC_INCLUDE_DIRS})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

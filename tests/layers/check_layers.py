@@ -30,6 +30,7 @@ LAYERS = [
     ("backends/cpu codegen", ["backends/cpu/codegen"]),
     ("backends/cuda codegen", ["backends/cuda/codegen"]),
     ("backends/cpu compiler", ["backends/cpu/compiler"]),
+    ("backends/cuda compiler", ["backends/cuda/compiler"]),
     ("frontend artifact format", ["frontend/artifact"]),
     ("frontend rt", ["frontend/rt"]),
     ("frontend eager", ["frontend/include", "frontend/src"]),
@@ -40,7 +41,8 @@ LAYERS = [
     ("frontend cli", ["frontend/src/cli"]),
 ]
 # Folders that build only with the code generator (they link LLVM/MLIR).
-COMPILER_ONLY = {"backends codegen common", "backends/cpu codegen", "backends/cuda codegen", "backends/cpu compiler", "frontend compiler (export)",
+COMPILER_ONLY = {"backends codegen common", "backends/cpu codegen", "backends/cuda codegen", "backends/cpu compiler",
+                 "backends/cuda compiler", "frontend compiler (export)",
                  "frontend umbrella", "frontend cli"}
 # rt does not sit above the frontend's eager library: it must not include it.
 NOT_BELOW = {("frontend rt", "frontend eager"), ("frontend artifact format", "frontend eager"),
@@ -50,7 +52,8 @@ INCLUDE_DIRS = ["runtime/include", "ir/include", "passes/include", "backends/inc
                 "backends/cuda/include", "backends/codegen_common/include",
                 "backends/cuda/codegen/include",
                 "backends/cpu/exec/include", "backends/cpu/codegen/include",
-                "backends/cpu/compiler/include", "frontend/artifact/include",
+                "backends/cpu/compiler/include", "backends/cuda/exec/include",
+                "backends/cuda/compiler/include", "frontend/artifact/include",
                 "frontend/rt/include", "frontend/include", "frontend/src", "ir/src",
                 "passes/src", "."]
 # CPU-codegen facts a target-independent pass must not know (passes ask FusionRules).

@@ -32,6 +32,8 @@ double ms_since(Clock::time_point start) {
 
 }  // namespace
 
+bool supported_dtype(DType t) { return codegen_common::supported_dtype(t); }
+
 const FusedKernelInfo& PtxModule::kernel(const std::string& name) const {
   std::string names;
   for (const FusedKernelInfo& k : kernels) {

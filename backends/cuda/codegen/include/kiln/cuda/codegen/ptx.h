@@ -55,6 +55,10 @@ struct PtxModule {
   const FusedKernelInfo& kernel(const std::string& name) const;
 };
 
+// Whether kernels can compute in dtype `t` (the CPU code generator's set); the fusion rules
+// of the backend "cuda" ask it.
+bool supported_dtype(DType t);
+
 // Generates and lowers all `kernels` into one PTX module (LLVM runs once). Throws kiln::Error
 // for a spec the generator cannot compile (the kernel and op named, with the fix: the same
 // checks and dtypes as the CPU code generator), for libdevice missing (the paths looked at), and

@@ -1,0 +1,104 @@
+// The node loop with GPU fusion groups: each group's operands made dense on its device, its
+// results allocated there, its iteration dims computed from this call's sizes, and one launch.
+#include "kiln/cuda/exec/graph_runner.h"
+
+#include "kiln/cpu/exec/kernel_spec.h"
+#include "kiln/cpu/exec/plan.h"
+#include "kiln/dispatch.h"
+#include "kiln/error.h"
+#include "kiln/interp/interp.h"
+#include "kiln/ir/symbols.h"
+#include "kiln/ops/view.h"
+#include "kiln/ops/to_device.h"
+
+namespace kiln::cuda::exec {
+
+GraphRunner::GraphRunner(std::shared_ptr<const ir::Graph> graph, FusedLauncher launch,
+                         size_t caller_inputs)
+    : graph_(std::move(graph)), launch_(std::move(launch)), caller_inputs_(caller_inputs) {
+  KILN_CHECK(graph_ != nullptr, "[cuda] GraphRunner expected a graph, got null.");
+  std::vector<const ir::Node*> fused = cpu::exec::fused_nodes(*graph_);
+  for (size_t i = 0; i < fused.size(); ++i)
+    groups_[fused[i]] = {cpu::exec::fused_kernel_name(i), cpu::exec::fused_iteration_shape(*fused[i]),
+                         cpu::exec::fused_dim_groups(*fused[i])};
+  node_loop_ = std::make_unique<interp::Executable>(graph_);
+  node_loop_->set_fused_runner([this](const ir::Node& node, std::span<const Tensor> operands,
+                                      std::span<const int64_t> symbols, std::span<Tensor> results) {
+    run_group(node, operands, symbols, results);
+  });
+}
+
+GraphRunner::~GraphRunner() = default;
+
+void GraphRunner::set_replay_recorded_random(bool replay) {
+  node_loop_->set_replay_recorded_random(replay);
+}
+
+std::vector<Tensor> GraphRunner::run(std::span<const Tensor> inputs) {
+  size_t total = graph_->inputs().size();
+  KILN_CHECK(inputs.size() == total || (caller_inputs_ && inputs.size() == caller_inputs_),
+             "[cuda] graph ", graph_->name(), " expected ", caller_inputs_ ? caller_inputs_ : total,
+             " inputs, got ", inputs.size(), ".");
+  std::call_once(constants_placed_, [this] {
+    placed_constants_.resize(graph_->inputs().size());
+    for (size_t i = 0; i < placed_constants_.size(); ++i) {
+      const ir::GraphInput& in = graph_->inputs()[i];
+      if (in.kind != ir::InputKind::Constant || !in.constant.defined() ||
+          in.constant.device() == in.value->type.device)
+        continue;
+      ops::ToDeviceAttrs to;
+      to.device = in.value->type.device;
+      placed_constants_[i] = dispatch1(ops::to_device, TensorSpan(&in.constant, 1), to);
+    }
+  });
+  // The node loop wants every input slot; the graph holds the data of those left undefined.
+  std::vector<Tensor> all(inputs.begin(), inputs.end());
+  all.resize(total);
+  for (size_t i = 0; i < total; ++i)
+    if (!all[i].defined() && placed_constants_[i].defined()) all[i] = placed_constants_[i];
+  return node_loop_->run(all);
+}
+
+void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operands,
+                            std::span<const int64_t> symbols, std::span<Tensor> results) const {
+  const Group& group = groups_.at(&node);
+  const Device device = node.outputs.at(0)->type.device;
+  // Operands dense on the group's device: a host scalar fed at run time (a graph-breaking
+  // forward's segment takes `x * 2`'s 2 as an input) is copied over, a view copied dense.
+  // The copies are freed in stream order, after the kernel has read them.
+  SmallVector<Tensor, 8> dense(operands.size());
+  SmallVector<void*, 12> buffers;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = operands[i];
+    if (t.device() != device) {
+      ops::ToDeviceAttrs to;
+      to.device = device;
+      dense[i] = dispatch1(ops::to_device, TensorSpan(&t, 1), to);
+    } else {
+      dense[i] = t.is_contiguous() ? t : dispatch1(ops::clone, TensorSpan(&t, 1));
+    }
+    buffers.push_back(dense[i].numel() ? dense[i].raw_data() : nullptr);
+  }
+  Shape shape;
+  for (size_t j = 0; j < results.size(); ++j) {
+    const ir::Type& t = node.outputs[j]->type;
+    shape.clear();
+    for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
+    results[j] = Tensor::empty(shape, t.dtype, device);
+    buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
+  }
+  shape.clear();
+  for (int64_t s : group.iteration) shape.push_back(ir::substitute_size(s, symbols));
+  SmallVector<int64_t, 6> dims;
+  int64_t elements = 1;
+  for (const std::vector<int>& merged : group.dim_groups) {
+    int64_t size = 1;
+    for (int d : merged) size *= shape[static_cast<size_t>(d)];
+    dims.push_back(size);
+    elements *= size;
+  }
+  if (elements == 0) return;  // nothing to compute: the results are empty
+  launch_(group.kernel, buffers, dims);
+}
+
+}  // namespace kiln::cuda::exec

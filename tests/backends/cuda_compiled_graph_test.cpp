@@ -1,0 +1,424 @@
+// The compiled backend "cuda".
+//
+// Without any GPU (CudaCompiledGraph): graphs of GPU tensors, written as IR, go through the
+// passes with the GPU's fusion rules; their fusion groups become one PTX module that ptxas
+// assembles for sm_90; host scalar constants read by groups move to the GPU; refusals and the
+// default backend per device.
+//
+// On the fake driver (CudaCompiled, the ctest cuda_on_fake_driver): whole models compiled
+// with kiln::compile on GPU tensors against eager on the GPU and on the CPU. The fake driver
+// runs the eager kernels (built on the host) but cannot load PTX, so these tests register the
+// backend again as "cuda_emulated", whose fusion groups run the code generator's same kernels
+// emulated on the host (kiln/cuda/codegen/emulation.h) on the fake driver's device memory. On
+// a real GPU they use "cuda" itself.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/fake_driver/fake_memory.h"
+#include "cuda/requirements.h"
+#include "kiln/backends/backend.h"
+#include "kiln/cuda/codegen/emulation.h"
+#include "kiln/cuda/codegen/toolkit.h"
+#include "kiln/cuda/compiler/cuda_backend.h"
+#include "kiln/kiln.h"
+#include "kiln/models.h"
+#include "kiln/ops/fused.h"
+#include "test_util.h"
+#include "values_close.h"
+
+namespace kiln {
+namespace {
+
+using cpu::exec::FusedKernelSpec;
+using cuda::compiler::CompiledGraph;
+using cuda::compiler::CompilerOptions;
+
+// libdevice (for any PTX) and ptxas (to assemble it): the CUDA toolkit.
+std::string toolkit_missing() {
+  try {
+    cuda::codegen::find_libdevice();
+  } catch (const Error& e) {
+    return std::string("no CUDA toolkit: ") + e.what();
+  }
+  if (cuda::codegen::find_ptxas().empty()) return "no CUDA toolkit: no ptxas";
+  return "";
+}
+
+#define REQUIRE_TOOLKIT()                                  \
+  do {                                                     \
+    if (std::string why = toolkit_missing(); !why.empty()) \
+      GTEST_SKIP() << why;                                 \
+  } while (0)
+
+// A block of a model on GPU 0: a linear layer, a host scalar, a broadcast, a softmax row, and
+// another linear layer with a ReLU.
+constexpr const char* kBlock = R"(graph block {
+  input %0 "x": float32[8, 16]@cuda:0
+  param %1 "w": float32[16, 32]@cuda:0
+  param %2 "b": float32[32]@cuda:0
+  const %3 "scalar0": float32[] = [0.5]
+  param %9 "w2": float32[32, 4]@cuda:0
+  %4: float32[8, 32]@cuda:0 = matmul(%0, %1) {}
+  %5: float32[8, 32]@cuda:0 = add(%4, %2) {}
+  %6: float32[8, 32]@cuda:0 = mul(%5, %3) {}
+  %7: float32[8, 32]@cuda:0 = tanh(%6) {}
+  %8: float32[8, 32]@cuda:0 = softmax(%7) {dim=-1}
+  %10: float32[8, 4]@cuda:0 = matmul(%8, %9) {}
+  %11: float32[8, 4]@cuda:0 = relu(%10) {}
+  return %11
+})";
+
+// Compiles `ir` for the cuda backend without a GPU: the loader assembles the PTX with ptxas
+// and hands back a launcher that must not be called.
+std::unique_ptr<CompiledGraph> compile_without_gpu(const char* ir, std::string* cubin_log = nullptr) {
+  CompilerOptions options;
+  options.verify_passes = true;
+  options.load = [cubin_log](const cuda::codegen::PtxModule& module,
+                             std::span<const FusedKernelSpec>, Device) {
+    cuda::codegen::Cubin cubin = cuda::codegen::assemble_cubin(module.ptx, module.chip, true);
+    EXPECT_FALSE(cubin.image.empty());
+    if (cubin_log) *cubin_log = cubin.log;
+    return [](const std::string& name, std::span<void* const>, std::span<const int64_t>) {
+      ADD_FAILURE() << "kernel " << name << " launched without a GPU";
+    };
+  };
+  return std::make_unique<CompiledGraph>(*ir::parse_graph(ir), options);
+}
+
+TEST(CudaCompiledGraph, FusionGroupsBecomeOnePtxModuleThatPtxasAssembles) {
+  REQUIRE_TOOLKIT();
+  init();
+  std::string log;
+  std::unique_ptr<CompiledGraph> compiled = compile_without_gpu(kBlock, &log);
+  const cuda::compiler::CompileStats& stats = compiled->stats();
+  // bias, scale, tanh and the softmax in one row group, the ReLU an elementwise group; the
+  // matmuls stay eager nodes (cuBLASLt). The softmax's decomposition adds a host scalar (1).
+  EXPECT_EQ(stats.kernels, 2) << ir::print_graph(compiled->optimized_graph());
+  EXPECT_EQ(stats.fused_ops, 10);
+  EXPECT_EQ(stats.other_nodes, 2);
+  EXPECT_EQ(stats.host_scalars, 2);
+  EXPECT_EQ(stats.chip, "sm_90");
+  const cuda::codegen::PtxModule& ptx = compiled->ptx();
+  ASSERT_EQ(ptx.kernels.size(), 2u);
+  EXPECT_EQ(ptx.kernels[0].kind, cuda::FusedKernelKind::Rows);
+  EXPECT_EQ(ptx.kernels[1].kind, cuda::FusedKernelKind::Elementwise);
+  for (const cuda::FusedKernelInfo& k : ptx.kernels)
+    EXPECT_NE(ptx.ptx.find(".entry " + k.name), std::string::npos) << k.name;
+  EXPECT_NE(log.find("fused_1"), std::string::npos) << log;  // ptxas -v names each kernel
+  std::string summary = compiled->summary();
+  for (const char* part : {"passes ", "ptx ", "load ", "2 kernels (10 ops)", "2 other nodes",
+                           "2 host scalars moved to the GPU", "; sm_90"})
+    EXPECT_NE(summary.find(part), std::string::npos) << part << " in " << summary;
+  // The scalar the group reads is now a constant on the GPU, in the group's region too (its
+  // data moves there before the first run).
+  const ir::Graph& g = compiled->optimized_graph();
+  int constants = 0;
+  for (const ir::GraphInput& in : g.inputs())
+    if (in.kind == ir::InputKind::Constant) {
+      EXPECT_TRUE(in.value->type.device.is_cuda()) << in.name;
+      ++constants;
+    }
+  EXPECT_EQ(constants, 2);
+  ir::verify(g);
+}
+
+TEST(CudaCompiledGraph, DynamicDimsStayKernelParameters) {
+  REQUIRE_TOOLKIT();
+  init();
+  std::unique_ptr<CompiledGraph> compiled = compile_without_gpu(R"(graph dyn {
+  input %0 "x": float32[s0, 64]@cuda:0
+  input %1 "g": float32[64]@cuda:0
+  %2: float32[s0, 64]@cuda:0 = mul(%0, %1) {}
+  %3: float32[s0, 64]@cuda:0 = relu(%2) {}
+  %4: float32[s0, 64]@cuda:0 = log_softmax(%3) {dim=-1}
+  return %4
+})");
+  // One row group (the scale, ReLU and log_softmax); s0 is a kernel parameter like every
+  // dim.
+  EXPECT_EQ(compiled->stats().kernels, 1);
+  ASSERT_EQ(compiled->ptx().kernels.size(), 1u);
+  EXPECT_EQ(compiled->ptx().kernels[0].dims, 2u);
+}
+
+TEST(CudaCompiledGraph, RefusesWhatItCannotRunAndSaysWhy) {
+  init();
+  auto refusal = [](const char* ir) {
+    return cuda::compiler::refusal(*ir::parse_graph(ir)).value_or("(none)");
+  };
+  EXPECT_EQ(refusal(kBlock), "(none)");
+  EXPECT_EQ(refusal(R"(graph cpu {
+  input %0 "x": float32[4]
+  %1: float32[4] = relu(%0) {}
+  return %1
+})"),
+            "%0 is float32[4], and it runs only GPU tensors (and 0-d host scalars fed to them)");
+  EXPECT_EQ(refusal(R"(graph two {
+  input %0 "x": float32[4]@cuda:0
+  input %1 "y": float32[4]@cuda:1
+  %2: float32[4]@cuda:0 = relu(%0) {}
+  return %2
+})"),
+            "%1 is float32[4]@cuda:1, and another value is on cuda:0: a compiled graph runs on "
+            "one GPU");
+  EXPECT_EQ(refusal(R"(graph scalars {
+  input %0 "s": float32[]
+  %1: float32[] = relu(%0) {}
+  return %1
+})"),
+            "%1 is float32[], and it runs only GPU tensors (and 0-d host scalars fed to them)");
+  expect_error([] { compile_without_gpu(R"(graph cpu {
+  input %0 "x": float32[4]
+  %1: float32[4] = relu(%0) {}
+  return %1
+})"); },
+               {"[cuda] cannot compile graph cpu: %0 is float32[4]", "Fix: move the model"});
+}
+
+TEST(CudaCompiledGraph, TheDefaultBackendFollowsTheDevice) {
+  init();
+  std::unique_ptr<ir::Graph> gpu = ir::parse_graph(kBlock);
+  EXPECT_EQ(backends::choose_backend(nullptr, *gpu, "").backend->name(), "cuda");
+  std::unique_ptr<ir::Graph> cpu = ir::parse_graph(R"(graph cpu {
+  input %0 "x": float32[4]
+  %1: float32[4] = relu(%0) {}
+  return %1
+})");
+  EXPECT_EQ(backends::choose_backend(nullptr, *cpu, "").backend->name(), "cpu");
+  // Named, it is asked: a CPU graph goes to the reference executor with the reason.
+  backends::Choice named = backends::choose_backend(&backends::backend("cuda"), *cpu, "");
+  EXPECT_EQ(named.backend, &backends::reference_backend());
+  EXPECT_NE(named.note.find("the cuda backend cannot run this graph: %0 is float32[4]"),
+            std::string::npos)
+      << named.note;
+}
+
+// ---- Whole models on a GPU (the fake driver, or a real one) ----
+
+// The backend that runs fusion groups on this GPU: "cuda" on a real one; on the fake driver
+// "cuda_emulated", the same compiler whose kernels run emulated on the host.
+std::string gpu_backend() {
+  if (!cuda::on_fake_driver()) return "cuda";
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cuda::compiler::KernelLoader emulated = [](const cuda::codegen::PtxModule& module,
+                                               std::span<const FusedKernelSpec> specs, Device) {
+      std::shared_ptr<cuda::codegen::EmulatedKernels> kernels = cuda::codegen::emulate_on_cpu(specs);
+      std::vector<cuda::FusedKernelInfo> infos = module.kernels;
+      return [kernels, infos](const std::string& name, std::span<void* const> buffers,
+                              std::span<const int64_t> dims) {
+        std::vector<void*> host;
+        for (void* b : buffers) host.push_back(cuda::fake::host_address<void>(b));
+        const cuda::FusedKernelInfo* info = nullptr;
+        for (const cuda::FusedKernelInfo& k : infos)
+          if (k.name == name) info = &k;
+        ASSERT_NE(info, nullptr) << name;
+        // As many blocks as the GPU launch would have (an H100's 132 SMs on the fake driver).
+        int64_t blocks = cuda::launch_geometry(*info, dims, 132).grid;
+        kernels->run(name, host, dims, blocks);
+      };
+    };
+    backends::register_backend(cuda::compiler::make_backend("cuda_emulated", emulated));
+  });
+  return "cuda_emulated";
+}
+
+#define REQUIRE_COMPILED_GPU() \
+  do {                         \
+    REQUIRE_KERNELS();         \
+    REQUIRE_TOOLKIT();         \
+  } while (0)
+
+void expect_close(const Tensor& got, const Tensor& want, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(Shape(got.sizes()), Shape(want.sizes())) << what;
+  EXPECT_EQ(got.device(), want.device()) << what;
+  EXPECT_EQ(count_mismatches(got.to(kCPU).to_vector<double>(), want.to(kCPU).to_vector<double>(),
+                             rtol, atol, what),
+            0);
+}
+
+// The backend note of the latest graph ("cuda_emulated: passes ..., 3 kernels ...").
+std::string backend_note(const ExplainReport& r) {
+  return r.entries.empty() ? std::string() : r.entries.back().backend;
+}
+
+struct Block : nn::Module {
+  nn::ModulePtr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(24, 48));
+  nn::ModulePtr<nn::LayerNorm> norm = register_module("norm", std::make_shared<nn::LayerNorm>(48));
+  nn::ModulePtr<nn::Linear> fc2 = register_module("fc2", std::make_shared<nn::Linear>(48, 10));
+  Tensor forward(const Tensor& x) override {
+    Tensor h = gelu(fc1(x)) * 0.5 + 1.0;  // host scalars next to GPU tensors
+    return nn::functional::log_softmax(fc2(relu(norm(h))) + h.mean({1}, true), -1);
+  }
+};
+
+TEST(CudaCompiled, ModelsMatchEagerOnTheGpuAndTheCpu) {
+  REQUIRE_COMPILED_GPU();
+  manual_seed(3);
+  auto model = std::make_shared<Block>();
+  Tensor x = randn({16, 24});
+  Tensor on_cpu = (*model)(x);
+  model->to(kCUDA);
+  NoGradGuard no_grad;
+  Tensor xg = x.to(kCUDA);
+  Tensor eager = (*model)(xg);
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  Tensor fast = compiled(xg);
+  expect_close(fast, eager, 1e-5, 1e-5, "compiled vs eager on the GPU");
+  expect_close(fast.to(kCPU), on_cpu, 1e-4, 1e-5, "compiled on the GPU vs the CPU");
+  std::string note = backend_note(explain(compiled));
+  EXPECT_EQ(note.rfind(gpu_backend() + ": passes ", 0), 0u) << note;
+  EXPECT_NE(note.find("host scalars moved to the GPU"), std::string::npos) << note;
+  // Again from the cache: the same graph, the same results.
+  expect_close(compiled(xg), eager, 1e-5, 1e-5, "second call");
+  EXPECT_EQ(explain(compiled).graph_count(), 1u);
+}
+
+struct Views : nn::Module {
+  Tensor scale = register_parameter("scale", randn({1, 6}));
+  Tensor forward(const Tensor& x) override {
+    Tensor t = x.transpose(0, 1);  // a strided view into a fusion group
+    Tensor y = relu(t * scale - 0.25);
+    return nn::functional::softmax(y * y.slice(1, 0, 1), 1) + y.sum({0}, true);
+  }
+};
+
+TEST(CudaCompiled, ViewsBroadcastsAndDynamicSizesRunOneGraph) {
+  REQUIRE_COMPILED_GPU();
+  manual_seed(4);
+  auto model = std::make_shared<Views>();
+  model->to(kCUDA);
+  NoGradGuard no_grad;
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  for (int64_t n : {5, 9, 3, 1}) {
+    Tensor x = mark_dynamic(randn({6, n}).to(kCUDA), 1);
+    expect_close(compiled(x), (*model)(x), 1e-5, 1e-6, "n = " + std::to_string(n));
+  }
+  // n = 1 is a static size of its own (sizes 0 and 1 stay static); the others share one graph.
+  EXPECT_EQ(explain(compiled).graph_count(), 2u);
+}
+
+TEST(CudaCompiled, CallsThatNeedGradientsRunOnTheReferenceExecutorAndTrain) {
+  REQUIRE_COMPILED_GPU();
+  manual_seed(5);
+  auto model = std::make_shared<Block>();
+  model->to(kCUDA);
+  auto twin = std::make_shared<Block>();
+  twin->load_state_dict(model->state_dict());
+  twin->to(kCUDA);
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  Tensor x = randn({4, 24}).to(kCUDA);
+  compiled(x).sum().backward();
+  (*twin)(x).sum().backward();
+  std::string note = backend_note(explain(compiled));
+  EXPECT_NE(note.find("interp, because gradients are needed"), std::string::npos) << note;
+  expect_close(model->fc1->weight.grad(), twin->fc1->weight.grad(), 1e-5, 1e-6, "fc1 grad");
+}
+
+// The seed models and layers, small: compiled on the GPU against eager on the GPU and on the
+// CPU, in eval mode, and in training mode without gradients (dropout draws the same streams,
+// BatchNorm's running statistics are written back alike).
+struct SeedCase {
+  const char* name;
+  std::function<std::shared_ptr<nn::Module>()> make;
+  Shape input;
+};
+
+std::vector<SeedCase> seed_cases() {
+  using namespace nn;
+  return {
+      {"ResidualMLP", [] { return models::build(models::MLPConfig{12, 16, 2, 5}); }, {3, 12}},
+      {"FashionMLP", [] { return models::build(models::FashionMLPConfig{12, 16, 5, 0.3}); },
+       {4, 12}},
+      {"BatchNormCNN",
+       [] { return models::build(models::BatchNormCNNConfig{1, 8, 4, 6, 16, 5, 0.25}); },
+       {3, 1, 8, 8}},
+      {"ConvStack",
+       [] {
+         return std::make_shared<Sequential>(
+             std::make_shared<Conv2d>(3, 8, 3, Conv2dOptions{.padding = 1}),
+             std::make_shared<BatchNorm2d>(8), std::make_shared<ReLU>(),
+             std::make_shared<AvgPool2d>(2),
+             std::make_shared<Conv2d>(8, 12, 3, Conv2dOptions{.stride = 2, .padding = 1, .groups = 2}),
+             std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2), std::make_shared<Flatten>(),
+             std::make_shared<Linear>(12 * 3 * 3, 4));
+       },
+       {2, 3, 24, 24}},
+      {"TransformerClassifier",
+       [] {
+         return models::build(models::TransformerClassifierConfig{.image_size = 6,
+                                                                  .d_model = 8,
+                                                                  .nhead = 2,
+                                                                  .num_layers = 2,
+                                                                  .dim_feedforward = 16,
+                                                                  .dropout = 0.1,
+                                                                  .num_classes = 4});
+       },
+       {2, 1, 6, 6}},
+  };
+}
+
+TEST(CudaCompiled, SeedModelsMatchEagerInEvalAndTrainingMode) {
+  REQUIRE_COMPILED_GPU();
+  for (const SeedCase& c : seed_cases()) {
+    manual_seed(7);
+    std::shared_ptr<nn::Module> model = c.make();
+    std::shared_ptr<nn::Module> twin = c.make();
+    twin->load_state_dict(model->state_dict());
+    Tensor x = randn(c.input);
+    model->eval();
+    Tensor on_cpu;
+    {
+      NoGradGuard no_grad;
+      on_cpu = (*model)(x);
+    }
+    model->to(kCUDA);
+    twin->to(kCUDA);
+    Tensor xg = x.to(kCUDA);
+    NoGradGuard no_grad;
+    auto compiled = compile(model, {.backend = gpu_backend()});
+    Tensor eager = (*model)(xg);
+    Tensor fast = compiled(xg);
+    expect_close(fast, eager, 1e-5, 1e-5, std::string(c.name) + " eval, vs the GPU");
+    expect_close(fast.to(kCPU), on_cpu, 1e-4, 1e-5, std::string(c.name) + " eval, vs the CPU");
+    std::string note = backend_note(explain(compiled));
+    EXPECT_EQ(note.rfind(gpu_backend() + ": ", 0), 0u) << c.name << ": " << note;
+
+    // Training mode: the same random positions for both, the same buffer updates.
+    model->train();
+    twin->train();
+    for (int call = 0; call < 2; ++call) {
+      manual_seed(110 + call);
+      Tensor eager_train = (*twin)(xg);
+      uint64_t eager_offset = default_generator().offset();
+      manual_seed(110 + call);
+      Tensor fast_train = compiled(xg);
+      expect_close(fast_train, eager_train, 1e-5, 1e-5, std::string(c.name) + " training");
+      EXPECT_EQ(default_generator().offset(), eager_offset) << c.name;
+    }
+    auto bm = model->named_buffers(), bt = twin->named_buffers();
+    for (size_t i = 0; i < bm.size() && i < bt.size(); ++i)
+      expect_close(bm[i].second, bt[i].second, 1e-5, 1e-6,
+                   std::string(c.name) + " buffer " + bm[i].first);
+  }
+}
+
+TEST(CudaCompiled, AllCpuModelsStayOnTheCpuBackend) {
+  REQUIRE_COMPILED_GPU();
+  auto model = std::make_shared<Block>();
+  NoGradGuard no_grad;
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  compiled(randn({2, 24}));
+  std::string note = backend_note(explain(compiled));
+  EXPECT_NE(note.find("cannot run this graph: %0 is float32[2, 24], and it runs only GPU tensors"),
+            std::string::npos)
+      << note;
+}
+
+}  // namespace
+}  // namespace kiln
