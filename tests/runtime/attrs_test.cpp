@@ -253,6 +253,18 @@ TEST(AttrsMapInts, RewritesInt64FieldsListElementsAndOptionalInts) {
   EXPECT_EQ(drop.offset, 12u);
 }
 
+TEST(AttrsMapDevices, RewritesDeviceFieldsOnly) {
+  ops::FullAttrs full;
+  full.shape = {2, 3};
+  full.value = 4;
+  full.map_devices([](Device d) { return d.is_cpu() ? kCUDA : d; });
+  EXPECT_EQ(full.device, kCUDA);
+  EXPECT_EQ(full.shape, Shape({2, 3}));
+  EXPECT_EQ(full.value, 4);
+  auto none = no_attrs().clone();
+  none->map_devices([](Device) -> Device { throw std::logic_error("no device field"); });
+}
+
 // Stands in for a graph's symbolic sizes: -7 is "s0".
 class SymbolCodec final : public IntCodec {
  public:

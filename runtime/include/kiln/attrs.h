@@ -48,6 +48,9 @@ class Attrs {
   // Rewrites every int64 field, int-list element and optional int through fn (a compiled
   // graph substitutes the runtime values of symbolic sizes this way).
   virtual void map_ints(const std::function<int64_t(int64_t)>& fn) = 0;
+  // Rewrites every Device field through fn (a graph exported for a GPU moves its factory
+  // ops there).
+  virtual void map_devices(const std::function<Device(Device)>& fn) = 0;
   std::string str() const {
     std::ostringstream os;
     print(os);
@@ -64,6 +67,7 @@ class NoAttrs final : public Attrs {
   void print(std::ostream& os, const IntCodec* = nullptr) const override { os << "{}"; }
   void parse(std::string_view text, const IntCodec* ints = nullptr) override;
   void map_ints(const std::function<int64_t(int64_t)>&) override {}
+  void map_devices(const std::function<Device(Device)>&) override {}
 };
 const NoAttrs& no_attrs();
 
@@ -235,6 +239,14 @@ struct AttrIntMapper {
   }
 };
 
+struct AttrDeviceMapper {
+  const std::function<Device(Device)>& fn;
+  template <class T>
+  void operator()(const char*, T& v) {
+    if constexpr (std::is_same_v<T, Device>) v = fn(v);
+  }
+};
+
 }  // namespace detail
 
 // CRTP base: derive, add fields, list them in fields(v).
@@ -268,6 +280,10 @@ class AttrsOf : public Attrs {
   }
   void map_ints(const std::function<int64_t(int64_t)>& fn) override {
     detail::AttrIntMapper m{fn};
+    self().fields(m);
+  }
+  void map_devices(const std::function<Device(Device)>& fn) override {
+    detail::AttrDeviceMapper m{fn};
     self().fields(m);
   }
 
