@@ -51,7 +51,7 @@ TEST(ArtifactManifest, RefusesWhatALoaderCannotTrust) {
   v["format"] = "onnx";
   expect_refused(v, {"m.json: field format", "expected \"kiln-artifact\"", "found \"onnx\""});
   v = good;
-  v.as_object().erase(v.as_object().begin() + 4);  // "target"
+  std::erase_if(v.as_object(), [](const auto& field) { return field.first == "target"; });
   expect_refused(v, {"expected the field \"target\", found none", "Fix: "});
   v = good;
   v["weights"] = "../secrets";
@@ -87,9 +87,19 @@ TEST(ArtifactManifest, RefusesWhatALoaderCannotTrust) {
   v["sha256"].as_object().erase(v["sha256"].as_object().begin());
   expect_refused(v, {"field sha256", "expected a digest of", "found none"});
   v = good;
-  v["format_version"] = 4;
-  expect_refused(v, {"expected an artifact format this kiln_rt reads (1 to 3), found 4",
+  v["format_version"] = 5;
+  expect_refused(v, {"expected an artifact format this kiln_rt reads (1 to 4), found 5",
                      "written by kiln 0.1.0"});
+  v = good;
+  v["device"] = "tpu";
+  v["artifact_sha256"] = artifact_digest(v);
+  expect_refused(v, {"field device", "expected \"cpu\" or \"cuda\", found \"tpu\""});
+  // Format 3 had no device: the CPU.
+  v = good;
+  v["format_version"] = 3;
+  std::erase_if(v.as_object(), [](const auto& field) { return field.first == "device"; });
+  v["artifact_sha256"] = artifact_digest(v);
+  EXPECT_EQ(Manifest::from_json(v, "m.json").device, "cpu");
   v = good;
   v["format_version"] = 2;
   expect_refused(v, {"format 2 (written by kiln 0.1.0) is no longer read",

@@ -155,6 +155,7 @@ json::Value Manifest::to_json() const {
   v["format_version"] = format_version;
   v["kiln_version"] = kiln_version;
   v["model"] = model;
+  v["device"] = device;
   json::Value t;
   t["arch"] = target.arch;
   t["cpu"] = target.cpu;
@@ -221,6 +222,11 @@ Manifest Manifest::from_json(const json::Value& value, const std::string& origin
              "). Fix: load it with a kiln_rt at least as new as the kiln that exported it, or "
              "export the model again with this kiln.");
   m.model = r.string("model");
+  if (r.optional("device")) {  // format 4; earlier artifacts ran on the CPU
+    m.device = r.string("device");
+    KILN_CHECK(m.device == "cpu" || m.device == "cuda", r.where("device"),
+               "expected \"cpu\" or \"cuda\", found \"", m.device, "\". ", Reader::fix());
+  }
   Reader t = r.child(r.field("target"), "target");
   m.target.arch = t.string("arch");
   m.target.cpu = t.string("cpu");

@@ -3,8 +3,8 @@
 // it against the host and every call's inputs against it. One file format, one struct, so
 // the writer and the reader cannot drift apart.
 //
-//   {"format": "kiln-artifact", "format_version": 1, "kiln_version": "0.1.0",
-//    "model": "FashionMLP",
+//   {"format": "kiln-artifact", "format_version": 4, "kiln_version": "0.1.0",
+//    "model": "FashionMLP", "device": "cpu",
 //    "target": {"arch": "x86_64", "cpu": "znver5", "features": ["avx2", "fma", ...]},
 //    "inputs":  [{"name": "x", "dtype": "float32", "shape": ["s0", 1, 28, 28]}],
 //    "outputs": [{"name": "output0", "dtype": "float32", "shape": ["s0", 10]}],
@@ -14,6 +14,10 @@
 //    "weights": "weights.safetensors", "weights_embedded": false,
 //    "config": {...}, "metadata": {"test_accuracy": "0.8463", ...},
 //    "sha256": {"graph0.kir": "…", "kernels0.so": "…", ...}, "artifact_sha256": "…"}
+//
+// A GPU artifact ("device": "cuda") has "target": {"arch": "nvptx64", "cpu": "sm_90",
+// "features": []}, and each graph's kernels as PTX ("kernels0.ptx", compiled by the driver for
+// the GPU it runs on) and as a cubin for the target's architecture ("kernels0.cubin").
 //
 // A dim of an input is a static size or a symbol; the symbols' ranges are the guards on
 // dynamic dims. Each graph serves the calls whose symbols fall in its own ranges (a dynamic
@@ -34,9 +38,13 @@ inline constexpr const char* kFormatName = "kiln-artifact";
 // The format this kiln writes and the newest one kiln_rt reads. 2: artifact_sha256 covers
 // the manifest's fields as well as the files (format 1 covered the files only). 3: each
 // kernel library records the CPU it was compiled for (artifact/target_record.h) and the
-// weights record the symbols' ranges (artifact/graph_signature.h).
-inline constexpr int64_t kFormatVersion = 3;
+// weights record the symbols' ranges (artifact/graph_signature.h). 4: the device the artifact
+// runs on ("cpu" when absent), GPU artifacts.
+inline constexpr int64_t kFormatVersion = 4;
 inline constexpr const char* kManifestFile = "manifest.json";
+// What a GPU artifact's kernels target: Hopper (H100/H200) and newer, which compile its PTX.
+inline constexpr const char* kGpuArtifactChip = "sm_90";
+inline constexpr const char* kGpuArtifactArch = "nvptx64";
 // The data symbols of embedded weights: the safetensors bytes, and their count (uint64_t).
 inline constexpr const char* kWeightsSymbol = "kiln_weights";
 inline constexpr const char* kWeightsSizeSymbol = "kiln_weights_size";
@@ -69,16 +77,21 @@ struct SymbolRange {
 // One compiled graph of the artifact and the symbol values it serves.
 struct GraphEntry {
   std::string graph;    // the graph's IR text (ir::print_graph)
-  std::string kernels;  // the shared library of its generated kernels ("" when it has none)
-  std::string object;   // the same kernels as a relocatable object file ("" when none)
+  // Its generated kernels ("" when it has none): a shared library (cpu), PTX text (cuda).
+  std::string kernels;
+  // The same kernels as a relocatable object file (cpu), as a cubin for the target's GPU
+  // architecture (cuda); "" when none.
+  std::string object;
   int64_t kernel_count = 0;
   std::vector<SymbolRange> symbols;  // the range of each symbol this graph serves
   bool operator==(const GraphEntry&) const = default;
 };
 
 struct Target {
-  std::string arch;                   // "x86_64"
-  std::string cpu;                    // LLVM's CPU name the kernels were tuned for
+  std::string arch;  // "x86_64"; "nvptx64" for GPU artifacts
+  // LLVM's CPU name the kernels were tuned for; for GPU artifacts the GPU architecture
+  // ("sm_90": the oldest GPU that runs them)
+  std::string cpu;
   std::vector<std::string> features;  // LLVM target features the kernels may use
   bool operator==(const Target&) const = default;
 };
@@ -87,6 +100,9 @@ struct Manifest {
   int64_t format_version = kFormatVersion;
   std::string kiln_version;
   std::string model;  // the exported module's type name
+  // Where the graphs run: "cpu", or "cuda" (GPU 0 of the process that loads it; inputs and
+  // outputs stay host tensors, copied over and back).
+  std::string device = "cpu";
   Target target;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
