@@ -110,6 +110,15 @@ TEST(CudaCompiledGraph, FusionGroupsBecomeOnePtxModuleThatPtxasAssembles) {
   for (const cuda::FusedKernelInfo& k : ptx.kernels)
     EXPECT_NE(ptx.ptx.find(".entry " + k.name), std::string::npos) << k.name;
   EXPECT_NE(log.find("fused_1"), std::string::npos) << log;  // ptxas -v names each kernel
+  // What a loader derives from the graph alone (kiln_rt) is what the generator reported.
+  std::vector<cuda::FusedKernelInfo> derived = cuda::exec::fused_kernel_infos(compiled->optimized_graph());
+  ASSERT_EQ(derived.size(), ptx.kernels.size());
+  for (size_t i = 0; i < derived.size(); ++i) {
+    EXPECT_EQ(derived[i].name, ptx.kernels[i].name);
+    EXPECT_EQ(derived[i].kind, ptx.kernels[i].kind) << i;
+    EXPECT_EQ(derived[i].buffers, ptx.kernels[i].buffers) << i;
+    EXPECT_EQ(derived[i].dims, ptx.kernels[i].dims) << i;
+  }
   std::string summary = compiled->summary();
   for (const char* part : {"passes ", "ptx ", "load ", "2 kernels (10 ops)", "2 other nodes",
                            "2 host scalars moved to the GPU", "; sm_90"})

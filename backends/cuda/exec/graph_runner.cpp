@@ -8,10 +8,28 @@
 #include "kiln/error.h"
 #include "kiln/interp/interp.h"
 #include "kiln/ir/symbols.h"
+#include "kiln/ops/fused.h"
 #include "kiln/ops/view.h"
 #include "kiln/ops/to_device.h"
 
 namespace kiln::cuda::exec {
+
+std::vector<FusedKernelInfo> fused_kernel_infos(const ir::Graph& graph) {
+  std::vector<FusedKernelInfo> infos;
+  std::vector<const ir::Node*> fused = cpu::exec::fused_nodes(graph);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const ir::Node& node = *fused[i];
+    FusedKernelInfo info;
+    info.name = cpu::exec::fused_kernel_name(i);
+    info.kind = static_cast<const ops::FusedAttrs&>(*node.attrs).kind == "row"
+                    ? FusedKernelKind::Rows
+                    : FusedKernelKind::Elementwise;
+    info.buffers = node.inputs.size() + node.outputs.size();
+    info.dims = cpu::exec::fused_dim_groups(node).size();
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
 
 GraphRunner::GraphRunner(std::shared_ptr<const ir::Graph> graph, FusedLauncher launch,
                          size_t caller_inputs)

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kiln/backends/backend.h"
+#include "kiln/cuda/fused_kernels.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::interp {
@@ -34,6 +35,11 @@ namespace kiln::cuda::exec {
 // (kiln/cuda/fused_kernels.h has the layout). FusedKernelModule::launch is one.
 using FusedLauncher = std::function<void(const std::string& name, std::span<void* const> buffers,
                                          std::span<const int64_t> dims)>;
+
+// How to launch the kernel of each fusion group of `graph` (cpu::exec::fused_nodes order):
+// what cuda::codegen::compile_ptx reports for the graph's groups, derived from the graph alone,
+// so a program that loads PTX made elsewhere (kiln_rt) knows its kernels.
+std::vector<FusedKernelInfo> fused_kernel_infos(const ir::Graph& graph);
 
 class GraphRunner : public backends::Executable {
  public:
