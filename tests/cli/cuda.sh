@@ -2,7 +2,8 @@
 # `kiln train --device cuda` and `kiln eval --device cuda` end to end on the fake driver
 # (tests/cuda/fake_driver: kernels built and run on the host, matmul by plain loops): the
 # model trains and evaluates on the "GPU" with the CPU's results, the checkpoint evaluates
-# alike on either device, and a missing GPU or a bad --device fails with the reason.
+# alike on either device, a missing GPU or a bad --device fails with the reason, and the
+# checkpoint exports as a GPU artifact without a GPU.
 # Usage: cuda.sh KILN FAKE_DRIVER FAKE_NVRTC FAKE_CUBLASLT. Exits 77 (skipped) when
 # Fashion-MNIST is not installed.
 set -euo pipefail
@@ -50,3 +51,13 @@ for model in fashion_mlp lazy_cnn; do
     fail "$model: the gpu's checkpoint evaluated on the cpu: $(cat "$tmp/eval_cpu.txt")"
   echo "$model: $on_cpu trained on the cpu, $on_gpu on the fake gpu"
 done
+
+# A GPU artifact exports where there is no GPU (unchecked, and saying so); kiln_rt refuses to
+# load it there, naming the reason.
+KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$kiln" export --checkpoint "$tmp/fashion_mlp.safetensors" \
+  -o "$tmp/gpu.kiln" --device cuda > "$tmp/export_gpu.txt"
+has "$tmp/export_gpu.txt" "cuda target sm_90" "export --device cuda"
+has "$tmp/export_gpu.txt" "not checked against eager: no GPU here" "export --device cuda"
+has "$tmp/export_gpu.txt" "kernels0.ptx" "export --device cuda: the PTX"
+KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused run_gpu_artifact \
+  "is a GPU artifact (kernels for sm_90) and this process has no GPU" run "$tmp/gpu.kiln" --info

@@ -17,12 +17,18 @@ if [ ! -x gpu-carry/kiln_eager_tests ]; then
   echo "device_check.sh: gpu-carry/kiln_eager_tests is missing: run tests/gpu/prepare.sh on the build machine and carry gpu-carry" | tee -a "$OUT/results.txt"
   exit 1
 fi
-export LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The binary's shared libraries travel gzipped (tests/gpu/prepare.sh).
+libs=$(mktemp -d)
+trap 'rm -rf "$libs"' EXIT
+tar -C "$libs" -xzf gpu-carry/lib.tar.gz
+export LD_LIBRARY_PATH="$libs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The generated eager kernels' host build (tests/cuda/generated_kernels.h) reads the runtime's
 # headers from this tree.
 export KILN_TEST_RUNTIME_INCLUDE="$PWD/runtime/include"
 # The code generator's kernels (tests/cuda/fused_kernels_test.cpp runs them).
 export KILN_GPU_KERNEL_BUNDLE="$PWD/gpu-carry/kernels.safetensors"
+# Seed models exported for the GPU, run through kiln_rt (tests/cuda/artifact_test.cpp).
+export KILN_GPU_ARTIFACTS="$PWD/gpu-carry/artifacts"
 # Every CUDA suite, and every op of the table on the GPU against the CPU (CudaOpTable).
 timeout 270 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*:Table/CudaOpTable.*' --gtest_output="json:$OUT/gtest.json" \
   2>&1 | tee -a "$OUT/results.txt"

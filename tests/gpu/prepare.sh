@@ -2,10 +2,14 @@
 # Prepares what tests/gpu/device_check.sh runs on a GPU machine, which has no LLVM/MLIR, no
 # network and none of kiln's Debian packages, in gpu-carry/ (ignored by git; carry it):
 #   - the test binary of the build without the code generator (./run.sh test --no-compiler
-#     builds it) and the shared libraries it needs that are not part of the C runtime;
+#     builds it) and, gzipped into lib.tar.gz (OpenBLAS alone is 36 MB of the 64 MiB that
+#     may travel), the shared libraries it needs that are not part of the C runtime;
 #   - kernels.safetensors: the GPU code generator's kernels (PTX for sm_90) with their inputs
 #     and the CPU's results, written by the code generator's tests (./run.sh test builds
-#     them), which the binary runs on the GPU (tests/cuda/kernel_bundle.h).
+#     them), which the binary runs on the GPU (tests/cuda/kernel_bundle.h);
+#   - artifacts/: seed models exported for the GPU with their inputs and the CPU's outputs
+#     (tests/export/gpu_export_test.cpp), which the binary runs through kiln_rt
+#     (tests/cuda/artifact_test.cpp).
 #
 #   tests/gpu/prepare.sh            # then carry gpu-carry/ and run tests/gpu/device_check.sh
 set -euo pipefail
@@ -22,10 +26,15 @@ strip gpu-carry/kiln_eager_tests
 ldd "$binary" | awk '/=> \// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
-    *) cp -L "$lib" gpu-carry/lib/ ;;
+    *) cp -L "$lib" gpu-carry/lib/
+       strip --strip-unneeded "gpu-carry/lib/$(basename "$lib")" 2>/dev/null || true ;;
   esac
 done
 KILN_GPU_KERNEL_BUNDLE="$PWD/gpu-carry/kernels.safetensors" \
   "$generator" --gtest_filter=CudaCodegen.WritesTheGpuKernelBundle --gtest_brief=1
 [ -s gpu-carry/kernels.safetensors ] || { echo "prepare.sh: the kernel bundle was not written" >&2; exit 1; }
+KILN_GPU_ARTIFACTS="$PWD/gpu-carry/artifacts" \
+  build/tests/kiln_tests --gtest_filter=GpuExport.WritesTheDeviceCheckArtifacts --gtest_brief=1
+ls gpu-carry/artifacts/*.kiln/manifest.json > /dev/null || { echo "prepare.sh: the GPU artifacts were not written" >&2; exit 1; }
+tar -C gpu-carry -czf gpu-carry/lib.tar.gz lib && rm -rf gpu-carry/lib
 du -sh gpu-carry

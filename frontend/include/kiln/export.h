@@ -10,7 +10,9 @@
 // The directory holds manifest.json (kiln/artifact/manifest.h: signature, guards, target CPU,
 // config, hashes), one graph per served shape range as IR text (graph0.kir), its generated
 // kernels as a shared library and an object file (kernels0.so, kernels0.o), and every
-// parameter, buffer and folded constant in weights.safetensors. docs/aot.md describes it.
+// parameter, buffer and folded constant in weights.safetensors. With ExportOptions::device
+// kiln::kCUDA the kernels are PTX and a cubin for sm_90 instead (a GPU artifact; exporting one
+// needs no GPU). docs/aot.md describes it.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,13 @@ struct ExportOptions {
   // For modules whose forward takes several tensors: runs the forward on them and returns
   // its outputs, flattened. Empty: the module's forward(x) on the single example input.
   std::function<std::vector<Tensor>(const std::vector<Tensor>&)> forward{};
+  // Where the artifact runs. kiln::kCUDA: a GPU artifact, its graphs compiled by the backend
+  // "cuda" (fusion groups as PTX for sm_90, run by newer GPUs through the driver's compiler,
+  // and assembled into a cubin), its state uploaded to the GPU when kiln_rt loads it; inputs
+  // and outputs of kiln_rt calls stay host tensors. The forward is traced where the model and
+  // examples are (the CPU is fine) and placed on the GPU, so no GPU is needed to export: the
+  // check against eager then runs only where a GPU is present (ExportResult::unchecked).
+  Device device = kCPU;
 };
 
 struct ExportResult {
@@ -68,6 +77,9 @@ struct ExportResult {
   // Largest |compiled - eager| over the example inputs' outputs, for every graph exported
   // (checked against ExportOptions::tolerance before anything is written).
   double max_abs_diff = 0;
+  // Why the compiled graphs were not checked against eager ("" when they were): a GPU
+  // artifact exported where no GPU is present.
+  std::string unchecked;
   double export_ms = 0;
   // "wrote DIR: ..." and one line per file, the signature and the guards.
   std::string summary() const;

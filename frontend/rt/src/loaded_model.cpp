@@ -17,13 +17,16 @@
 #include <string_view>
 
 #include "artifact_checks.h"
+#include "gpu_artifact.h"
 #include "kiln/cpu/exec/graph_runner.h"
 #include "kiln/cpu/exec/kernel_library.h"
 #include "kiln/cpu/kernels/register.h"
 #include "kiln/cpu_features.h"
+#include "kiln/cuda/exec/graph_runner.h"
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
 #include "kiln/ir/graph.h"
+#include "kiln/ops/to_device.h"
 #include "kiln/ops/view.h"
 #include "kiln/serialize/safetensors.h"
 #include "kiln/sha256.h"
@@ -133,22 +136,36 @@ SafetensorsFile load_weights(const artifact::Manifest& m, const std::string& dir
                        : load_safetensors_bytes(data, size, path);
 }
 
+Tensor on_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  ops::ToDeviceAttrs to;
+  to.device = device;
+  return dispatch1(ops::to_device, std::span<const Tensor>(&t, 1), to);
+}
+
 }  // namespace
 
 // One graph of the artifact, its kernels and the runner that runs it.
 struct LoadedModel::Graph {
   std::shared_ptr<ir::Graph> graph;
-  std::unique_ptr<cpu::exec::KernelLibrary> library;
-  std::unique_ptr<cpu::exec::GraphRunner> runner;
+  std::unique_ptr<cpu::exec::KernelLibrary> library;      // a CPU graph's kernels
+  std::shared_ptr<cuda::FusedKernelModule> gpu_kernels;  // a GPU graph's
+  std::unique_ptr<backends::Executable> runner;
+  Device device = kCPU;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
-    // Every graph input: the call's tensors for the signature's inputs, the weights for the
-    // rest.
+    // Every graph input: the call's tensors for the signature's inputs (copied to the GPU
+    // for a GPU graph), the weights for the rest.
     std::vector<Tensor> all;
     size_t next = 0;
     for (const ir::GraphInput& in : graph->inputs())
-      all.push_back(in.kind == ir::InputKind::Input ? inputs.at(next++) : in.constant);
+      all.push_back(in.kind == ir::InputKind::Input ? on_device(inputs.at(next++), device)
+                                                    : in.constant);
     std::vector<Tensor> out = runner->run(all);
+    if (device.is_cuda()) {  // the caller gets host tensors of its own
+      for (Tensor& t : out) t = on_device(t, kCPU);
+      return out;
+    }
     // An output that is (a view of) an input or a weight is copied: the caller owns its
     // outputs, may keep them after freeing its inputs, and must not write into the weights.
     for (Tensor& t : out) {
@@ -170,10 +187,14 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
   for (const auto& s : m.inputs) input_signatures_.push_back(artifact::spec_str(s));
   for (const auto& s : m.outputs) output_signatures_.push_back(artifact::spec_str(s));
 
-  // The host first: nothing of the artifact's code is loaded on a CPU that cannot run it.
+  // The host first: nothing of the artifact's code is loaded on a CPU or GPU that cannot run
+  // it.
+  const Device device = m.device == "cuda" ? kCUDA : kCPU;
   bool has_code = false;
   for (const artifact::GraphEntry& g : m.graphs) has_code = has_code || g.kernel_count > 0;
-  if (has_code) {
+  if (device.is_cuda()) {
+    check_gpu(m, dir);
+  } else if (has_code) {
     KILN_CHECK(m.target.arch == kHostArch, "[kiln_rt] ", dir, ": the kernels were compiled for ",
                m.target.arch, ", this machine is ", kHostArch,
                ". Fix: export the model on (or for) this architecture.");
@@ -193,6 +214,7 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
   std::vector<const ir::Graph*> parsed;
   for (const artifact::GraphEntry& entry : m.graphs) {
     auto g = std::make_unique<Graph>();
+    g->device = device;
     std::string path = dir + "/" + entry.graph;
     std::string text = read_bytes(path);
     check_digest(m, dir, entry.graph, sha256_hex(text.data(), text.size()));
@@ -221,10 +243,13 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
       const Tensor* data = weights.find(in.name);
       KILN_CHECK(data != nullptr, "[kiln_rt] ", path, ": expected the weight \"", in.name, "\" in ",
                  m.weights, ", found none. ", kReexport);
-      KILN_CHECK(ir::Type::of(*data) == in.value->type, "[kiln_rt] ", path, ": the weight \"",
-                 in.name, "\" is ", data->type_str(), " in ", m.weights, ", the graph reads ",
+      // Weights are stored on the host; a GPU graph's are uploaded (but for host scalars).
+      ir::Type stored = ir::Type::of(*data);
+      if (device.is_cuda()) stored.device = in.value->type.device;
+      KILN_CHECK(stored == in.value->type, "[kiln_rt] ", path, ": the weight \"", in.name,
+                 "\" is ", data->type_str(), " in ", m.weights, ", the graph reads ",
                  ir::type_str(in.value->type), ". ", kReexport);
-      in.constant = *data;
+      in.constant = on_device(*data, in.value->type.device);
     }
     KILN_CHECK(user_inputs == m.inputs.size(), "[kiln_rt] ", path, ": the graph takes ",
                user_inputs, " inputs, the manifest's signature ", m.inputs.size(), ". ", kReexport);
@@ -233,6 +258,22 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
     KILN_CHECK(static_cast<int64_t>(fused) == entry.kernel_count, "[kiln_rt] ", path,
                ": the graph has ", fused, " fusion groups, the manifest lists ", entry.kernel_count,
                " kernels. ", kReexport);
+    if (device.is_cuda()) {
+      if (fused > 0) {
+        std::string ptx = read_bytes(dir + "/" + entry.kernels);
+        check_digest(m, dir, entry.kernels, sha256_hex(ptx.data(), ptx.size()));
+        std::string cubin = read_bytes(dir + "/" + entry.object);
+        check_digest(m, dir, entry.object, sha256_hex(cubin.data(), cubin.size()));
+        g->gpu_kernels = load_gpu_kernels(m, *g->graph, ptx, cubin, dir);
+      }
+      std::shared_ptr<cuda::FusedKernelModule> kernels = g->gpu_kernels;
+      g->runner = std::make_unique<cuda::exec::GraphRunner>(
+          g->graph, [kernels](const std::string& name, std::span<void* const> buffers,
+                              std::span<const int64_t> dims) { kernels->launch(name, buffers, dims); });
+      parsed.push_back(g->graph.get());
+      graphs_.push_back(std::move(g));
+      continue;
+    }
     cpu::exec::GraphRunner::Kernels kernels;
     if (fused > 0) {
       std::string library = dir + "/" + entry.kernels;

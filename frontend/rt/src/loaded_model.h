@@ -16,12 +16,14 @@ namespace kiln::rt {
 class LoadedModel {
  public:
   // Throws kiln::Error naming the artifact and the problem (missing or damaged files, a
-  // newer format, a CPU without the features its kernels use).
+  // newer format, a CPU without the features its kernels use; for a GPU artifact no GPU, or
+  // one older than its kernels).
   explicit LoadedModel(const std::string& dir);
   ~LoadedModel();
 
   // Thread-safe. Inputs are contiguous cpu tensors, in the signature's order. Outputs are
-  // contiguous and owned by the caller.
+  // contiguous and owned by the caller. A GPU artifact copies the inputs to GPU 0, runs there
+  // and copies the outputs back (waiting for them).
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   const artifact::Manifest& manifest() const { return manifest_; }

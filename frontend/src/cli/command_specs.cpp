@@ -232,7 +232,12 @@ std::vector<CommandSpec> make_specs() {
                     .help = "target any CPU of this architecture (no AVX2/FMA)"},
                    {.name = "embed-weights",
                     .kind = Kind::Flag,
-                    .help = "put the weights in a shared library (weights.so)"}},
+                    .help = "put the weights in a shared library (weights.so)"},
+                   {.name = "device",
+                    .placeholder = "DEVICE",
+                    .help = "cpu (the default), or cuda: a GPU artifact (sm_90 and newer; "
+                            "exporting one needs no GPU)",
+                    .choices = {"cpu", "cuda"}}},
        .exclusive = {{{"batch", "dynamic-batch"},
                       "--batch N fixes the batch, --dynamic-batch serves any; give one"},
                      {{"batch", "max-batch"},

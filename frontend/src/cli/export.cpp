@@ -45,6 +45,7 @@ int run_export(const std::vector<std::string>& raw) {
   options.dynamic_batch = dynamic;
   options.portable = args.has("portable");
   options.embed_weights = args.has("embed-weights");
+  options.device = Device(args.str("device", "cpu"));
   if (args.has("max-batch")) options.max_batch = args.integer("max-batch", 0);
   options.model_name = saved.name;
   options.config = saved.config;

@@ -169,9 +169,12 @@ void print_info(const kiln_rt::Model& model, const std::string& dir) {
     line += (line.empty() ? "" : " ") + f;
   }
   features += line;
-  std::cout << "\ntarget: " << m.target.arch << ", tuned for " << m.target.cpu << "\n"
-            << "  needs: " << (features.empty() ? "(baseline)" : features) << "\n"
-            << "weights: " << (m.weights_embedded ? "embedded in " : "") << m.weights << "\n";
+  if (m.device == "cuda")
+    std::cout << "\ndevice: cuda, kernels for " << m.target.cpu << " and newer GPUs\n";
+  else
+    std::cout << "\ntarget: " << m.target.arch << ", tuned for " << m.target.cpu << "\n"
+              << "  needs: " << (features.empty() ? "(baseline)" : features) << "\n";
+  std::cout << "weights: " << (m.weights_embedded ? "embedded in " : "") << m.weights << "\n";
   if (!m.config.is_null()) std::cout << "config: " << json::dump(m.config) << "\n";
   for (const auto& [key, value] : m.metadata) std::cout << "metadata " << key << ": " << value << "\n";
   std::cout << "artifact_sha256: " << m.artifact_sha256 << "\n";

@@ -91,7 +91,8 @@ artifact::Manifest artifact_manifest(const nn::Module& model, const ExportedGrap
   m.model = options.model_name.empty() ? model.type_name() : options.model_name;
   m.config = options.config;
   m.metadata = options.metadata;
-  const ir::Graph& optimized = graphs.graphs.at(0).compiled->optimized_graph();
+  m.device = options.device.is_cuda() ? "cuda" : "cpu";
+  const ir::Graph& optimized = graphs.graphs.at(0).optimized_graph();
   m.inputs = artifact::graph_inputs(optimized);
   m.outputs = artifact::graph_outputs(optimized);
   return m;
@@ -103,13 +104,26 @@ void write_artifact_files(const fs::path& dir, const ExportedGraphs& graphs,
   const std::map<std::string, std::string> weights_metadata = {
       {artifact::kSymbolsMetadataKey, artifact::symbols_record(m.symbols)}};
   NamedTensors weights;
+  if (options.device.is_cuda()) m.target = {artifact::kGpuArtifactArch, artifact::kGpuArtifactChip, {}};
   for (size_t g = 0; g < graphs.graphs.size(); ++g) {
-    const cpu::compiler::CompiledGraph& compiled = *graphs.graphs[g].compiled;
+    const ExportedGraph& exported = graphs.graphs[g];
     artifact::GraphEntry e;
     std::string index = std::to_string(g);
     e.graph = "graph" + index + ".kir";
-    e.symbols = graphs.graphs[g].symbols;
-    write_file(dir / e.graph, artifact_graph_text(compiled.optimized_graph(), g, weights));
+    e.symbols = exported.symbols;
+    write_file(dir / e.graph, artifact_graph_text(exported.optimized_graph(), g, weights));
+    if (exported.gpu && !exported.gpu->ptx().kernels.empty()) {
+      e.kernel_count = exported.gpu->stats().kernels;
+      e.kernels = "kernels" + index + ".ptx";
+      e.object = "kernels" + index + ".cubin";
+      write_file(dir / e.kernels, exported.gpu->ptx().ptx);
+      write_file(dir / e.object, exported.cubin);
+    }
+    if (!exported.compiled) {
+      m.graphs.push_back(std::move(e));
+      continue;
+    }
+    const cpu::compiler::CompiledGraph& compiled = *exported.compiled;
     if (const cpu::codegen::KernelModule* kernels = compiled.kernel_module()) {
       e.kernel_count = compiled.stats().kernels;
       e.object = "kernels" + index + ".o";

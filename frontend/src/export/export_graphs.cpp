@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "kiln/cuda/codegen/toolkit.h"
+#include "kiln/cuda/device.h"
 #include "kiln/error.h"
 #include "kiln/ir/symbols.h"
 #include "kiln/passes/pass_manager.h"
@@ -86,9 +88,62 @@ std::vector<Tensor> graph_arguments(const ir::Graph& g, const std::vector<Tensor
   return args;
 }
 
+// Every value of `g` (regions included) placed on `device`, and the device attributes of its
+// nodes (factory ops) with them: a GPU artifact traced on the CPU.
+void place_on(ir::Graph& g, Device device) {
+  for (const ir::GraphInput& in : g.inputs()) in.value->type.device = device;
+  for (const auto& node : g.nodes()) {
+    for (ir::Value* v : node->outputs) v->type.device = device;
+    node->attrs->map_devices([device](Device) { return device; });
+    for (const auto& region : node->regions) place_on(*region, device);
+  }
+}
+
+// A graph for a GPU artifact: the trace placed on the GPU, compiled by the cuda backend with
+// its PTX assembled into a cubin. Checked against eager where a GPU is present; elsewhere
+// `unchecked` says so.
+ExportedGraph compile_for_gpu(const TracedGraph& traced, const ExportOptions& options,
+                              const std::vector<Tensor>& inputs, const std::vector<Tensor>& eager,
+                              double& max_diff, std::string& unchecked) {
+  std::unique_ptr<ir::Graph> graph = ir::clone_graph(*traced.graph);
+  place_on(*graph, options.device);
+  const bool gpu_present = cuda::is_available();
+  ExportedGraph out;
+  cuda::compiler::CompilerOptions co;
+  co.pipeline = options.pipeline.empty() ? default_export_pipeline() : options.pipeline;
+  co.frozen_state = traced.state;
+  co.ptx.chip = artifact::kGpuArtifactChip;
+  co.load = [&out, gpu_present](const cuda::codegen::PtxModule& module,
+                                std::span<const cpu::exec::FusedKernelSpec> specs,
+                                Device device) -> cuda::exec::FusedLauncher {
+    out.cubin = cuda::codegen::assemble_cubin(module.ptx, module.chip).image;
+    if (gpu_present) return cuda::compiler::driver_loader()(module, specs, device);
+    return [](const std::string& name, std::span<void* const>, std::span<const int64_t>) {
+      KILN_FAIL("[export] kernel ", name, " cannot run: there is no GPU here.");
+    };
+  };
+  out.gpu = std::make_unique<cuda::compiler::CompiledGraph>(*graph, co);
+  if (!gpu_present) {
+    unchecked = "not checked against eager: no GPU here (" + cuda::unavailable_reason() + ")";
+    return out;
+  }
+  std::vector<Tensor> args = graph_arguments(*traced.graph, traced.state, inputs);
+  for (Tensor& a : args)
+    if (a.defined() && a.device() != options.device) a = a.to(options.device);
+  std::vector<Tensor> got = out.gpu->run(args);
+  for (Tensor& t : got) t = t.to(kCPU);
+  std::vector<Tensor> want;
+  for (const Tensor& t : eager) want.push_back(t.to(kCPU));
+  max_diff = std::max(max_diff, compare_with_eager(got, want, options.tolerance));
+  return out;
+}
+
 ExportedGraph compile_for_export(const TracedGraph& traced, const ExportOptions& options,
                                  const std::vector<Tensor>& inputs,
-                                 const std::vector<Tensor>& eager, double& max_diff) {
+                                 const std::vector<Tensor>& eager, double& max_diff,
+                                 std::string& unchecked) {
+  if (options.device.is_cuda())
+    return compile_for_gpu(traced, options, inputs, eager, max_diff, unchecked);
   cpu::compiler::CompilerOptions co;
   co.pipeline = options.pipeline.empty() ? default_export_pipeline() : options.pipeline;
   co.position_independent = true;
@@ -112,7 +167,8 @@ ExportedGraphs compile_export_graphs(const ExportRequest& request, const ExportO
   std::vector<Tensor> eager = request.forward(examples);
   ExportedGraphs out;
   std::vector<ExportedGraph>& graphs = out.graphs;
-  graphs.push_back(compile_for_export(main, options, inputs, eager, out.max_abs_diff));
+  graphs.push_back(
+      compile_for_export(main, options, inputs, eager, out.max_abs_diff, out.unchecked));
 
   // Size 1 is special (it broadcasts), so a symbolic graph serves sizes >= 2. For each
   // symbol, a trace at size 1 that matches the symbolic graph specialized to 1 shows the
@@ -150,8 +206,8 @@ ExportedGraphs compile_export_graphs(const ExportRequest& request, const ExportO
     if (!specialized_ok ||
         ir::structural_hash(*at_one.graph) != ir::structural_hash(*specialized)) {
       min = 2;
-      graphs.push_back(
-          compile_for_export(at_one, options, ones, request.forward(ones_eager), out.max_abs_diff));
+      graphs.push_back(compile_for_export(at_one, options, ones, request.forward(ones_eager),
+                                          out.max_abs_diff, out.unchecked));
       graphs.back().symbols.push_back({s, 1, 1});
     }
     int64_t max = is_batch_symbol(*main.graph, s) ? batch_max : kUnboundedSize;

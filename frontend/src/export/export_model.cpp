@@ -25,9 +25,13 @@ std::string default_export_pipeline() {
 std::string ExportResult::summary() const {
   std::ostringstream os;
   os << "wrote " << dir << " (" << manifest.model << ", " << manifest.graphs.size()
-     << (manifest.graphs.size() == 1 ? " graph" : " graphs") << ", target " << manifest.target.cpu
-     << ", exported in " << static_cast<int64_t>(export_ms) << " ms; compiled vs eager max |diff| "
-     << max_abs_diff << ")\n";
+     << (manifest.graphs.size() == 1 ? " graph" : " graphs") << ", "
+     << (manifest.device == "cpu" ? "" : manifest.device + " ") << "target " << manifest.target.cpu
+     << ", exported in " << static_cast<int64_t>(export_ms) << " ms; ";
+  if (unchecked.empty())
+    os << "compiled vs eager max |diff| " << max_abs_diff << ")\n";
+  else
+    os << unchecked << ")\n";
   for (const auto& [name, bytes] : files) os << "  " << name << "  " << bytes << " bytes\n";
   for (const artifact::TensorSpec& s : manifest.inputs)
     os << "  input  " << s.name << ": " << artifact::spec_str(s) << "\n";
@@ -67,6 +71,7 @@ ExportResult export_model(std::shared_ptr<nn::Module> model,
   result.files.push_back(
       {artifact::kManifestFile, fs::file_size(target / artifact::kManifestFile)});
   result.max_abs_diff = graphs.max_abs_diff;
+  result.unchecked = graphs.unchecked;
   result.export_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;

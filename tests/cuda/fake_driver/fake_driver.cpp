@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -134,9 +135,14 @@ KILN_FAKE_EXPORT CUresult cuDeviceGetName(char* name, int length, CUdevice devic
 KILN_FAKE_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice device) {
   if (!value) return kInvalidValue;
   if (device != 0) return kInvalidDevice;
-  *value = 0;  // also the compute capability's minor number: the device is sm_90
+  *value = 0;
   if (attribute == kAttrMultiprocessorCount) *value = 132;  // an H100's
-  if (attribute == kAttrComputeCapabilityMajor) *value = 9;
+  // sm_90, or what KILN_FAKE_CUDA_CAPABILITY says ("8.0": an older GPU, for refusals).
+  int major = 9, minor = 0;
+  if (const char* env = std::getenv("KILN_FAKE_CUDA_CAPABILITY"))
+    std::sscanf(env, "%d.%d", &major, &minor);
+  if (attribute == kAttrComputeCapabilityMajor) *value = major;
+  if (attribute == kAttrComputeCapabilityMinor) *value = minor;
   return kSuccess;
 }
 

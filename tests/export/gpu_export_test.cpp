@@ -1,0 +1,179 @@
+// GPU artifacts (ExportOptions::device = kiln::kCUDA): exported without a GPU (GpuExport: PTX
+// and a cubin for sm_90, the graph placed on the GPU, the manifest's device and target, and
+// kiln_rt refusing the artifact where there is no GPU), and run through kiln_rt on the fake
+// driver (CudaArtifact, the ctest cuda_on_fake_driver): weights uploaded, inputs copied over
+// and outputs back, refused on a GPU older than the kernels. The fake driver cannot load PTX,
+// so the graphs run there have no fusion group; tests/gpu/device_check.sh runs the rest.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cuda/requirements.h"
+#include "export/export_test_util.h"
+#include "kiln/artifact/manifest.h"
+#include "kiln/cuda/codegen/toolkit.h"
+#include "kiln/export.h"
+#include "kiln/kiln.h"
+#include "kiln/models.h"
+#include "kiln/serialize/safetensors.h"
+#include "kiln_rt.hpp"
+#include "test_util.h"
+#include "values_close.h"
+
+namespace kiln {
+namespace {
+
+using export_test::expect_parts;
+using export_test::load_error;
+using export_test::read_text;
+using export_test::ScratchDir;
+
+bool has_toolkit() {
+  try {
+    cuda::codegen::find_libdevice();
+  } catch (const Error&) {
+    return false;
+  }
+  return !cuda::codegen::find_ptxas().empty();
+}
+
+#define REQUIRE_TOOLKIT() \
+  if (!has_toolkit()) GTEST_SKIP() << "no CUDA toolkit (libdevice and ptxas)"
+
+TEST(GpuExport, WritesPtxAndACubinForSm90WithoutAGpu) {
+  REQUIRE_TOOLKIT();
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is present: the export would check on it";
+  manual_seed(0);
+  std::shared_ptr<nn::Module> model = models::build(models::FashionMLPConfig{12, 16, 5, 0.3});
+  model->eval();
+  ScratchDir scratch("gpu");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.device = kCUDA;
+  ExportResult r = export_model(model, {randn({4, 12})}, scratch.path("m.kiln"), options);
+  EXPECT_EQ(r.unchecked.rfind("not checked against eager: no GPU here (", 0), 0u) << r.unchecked;
+  expect_parts(r.summary(), {"cuda target sm_90", "not checked against eager"});
+
+  const artifact::Manifest& m = r.manifest;
+  EXPECT_EQ(m.device, "cuda");
+  EXPECT_EQ(m.target.arch, "nvptx64");
+  EXPECT_EQ(m.target.cpu, "sm_90");
+  ASSERT_FALSE(m.graphs.empty());
+  const artifact::GraphEntry& g = m.graphs[0];
+  EXPECT_GE(g.kernel_count, 1);
+  EXPECT_EQ(g.kernels, "kernels0.ptx");
+  EXPECT_EQ(g.object, "kernels0.cubin");
+  std::string ptx = read_text(scratch.path("m.kiln/kernels0.ptx"));
+  EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
+  EXPECT_NE(ptx.find(".entry fused_0"), std::string::npos);
+  EXPECT_EQ(read_text(scratch.path("m.kiln/kernels0.cubin")).substr(0, 4), "\x7f" "ELF");
+  // The graph runs on the GPU, its weights are stored as usual.
+  std::string kir = read_text(scratch.path("m.kiln/graph0.kir"));
+  EXPECT_NE(kir.find("@cuda:0"), std::string::npos) << kir;
+  EXPECT_EQ(artifact::read_manifest(scratch.path("m.kiln")).device, "cuda");
+
+  expect_parts(load_error(scratch.path("m.kiln")),
+               {"is a GPU artifact (kernels for sm_90) and this process has no GPU",
+                "Fix: run it on a machine with an NVIDIA GPU of compute capability 9.0 or newer"});
+}
+
+// A model whose graph has no fusion group (a bias-free linear layer and a reshape): the fake
+// driver runs every node of it.
+struct Projection : nn::Module {
+  nn::ModulePtr<nn::Linear> proj =
+      register_module("proj", std::make_shared<nn::Linear>(12, 6, /*bias=*/false));
+  Tensor forward(const Tensor& x) override { return proj(x).reshape({-1, 2, 3}); }
+};
+
+struct Capability {  // the compute capability the fake driver reports, for one test
+  explicit Capability(const char* value) { setenv("KILN_FAKE_CUDA_CAPABILITY", value, 1); }
+  ~Capability() { unsetenv("KILN_FAKE_CUDA_CAPABILITY"); }
+};
+
+TEST(CudaArtifact, RunsThroughKilnRtOnTheGpu) {
+  REQUIRE_KERNELS();
+  REQUIRE_TOOLKIT();
+  manual_seed(1);
+  auto model = std::make_shared<Projection>();
+  model->eval();
+  ScratchDir scratch("gpu");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.device = kCUDA;
+  ExportResult r = export_model(model, {randn({4, 12})}, scratch.path("m.kiln"), options);
+  EXPECT_EQ(r.unchecked, "");  // checked on the GPU
+  EXPECT_LE(r.max_abs_diff, 1e-5);
+  kiln_rt::Model rt(scratch.path("m.kiln"));
+  for (int64_t batch : {1, 3, 7}) {
+    Tensor x = randn({batch, 12});
+    NoGradGuard no_grad;
+    Tensor want = (*model)(x);
+    std::vector<Tensor> got = export_test::run_rt(rt, {x});
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(Shape(got[0].sizes()), Shape(want.sizes()));
+    EXPECT_EQ(count_mismatches(got[0].to_vector<double>(), want.to_vector<double>(), 1e-5, 1e-6,
+                               "batch " + std::to_string(batch)),
+              0);
+  }
+}
+
+TEST(CudaArtifact, AGpuOlderThanTheKernelsIsRefused) {
+  REQUIRE_KERNELS();
+  REQUIRE_TOOLKIT();
+  auto model = std::make_shared<Projection>();
+  model->eval();
+  ScratchDir scratch("gpu");
+  ExportOptions options;
+  options.device = kCUDA;
+  export_model(model, {randn({4, 12})}, scratch.path("m.kiln"), options);
+  Capability ampere("8.0");
+  expect_parts(load_error(scratch.path("m.kiln")),
+               {"the kernels were compiled for sm_90, and GPU 0 (kiln fake GPU) is sm_80, older",
+                "Fix: run it on a GPU of compute capability 9.0 or newer"});
+}
+
+// Writes the GPU artifacts tests/gpu/device_check.sh runs on a GPU (tests/gpu/prepare.sh sets
+// KILN_GPU_ARTIFACTS): seed models exported for the GPU, each NAME.kiln with
+// NAME.reference.safetensors beside it holding an input "x" and the CPU's output "y" for it
+// (tests/cuda/artifact_test.cpp runs them).
+TEST(GpuExport, WritesTheDeviceCheckArtifacts) {
+  const char* dir = std::getenv("KILN_GPU_ARTIFACTS");
+  if (!dir) GTEST_SKIP() << "KILN_GPU_ARTIFACTS is not set (tests/gpu/prepare.sh sets it)";
+  REQUIRE_TOOLKIT();
+  struct Seed {
+    const char* name;
+    std::shared_ptr<nn::Module> model;
+    Shape input;
+  };
+  manual_seed(0);
+  std::vector<Seed> seeds = {
+      {"residual_mlp", models::build_model("residual_mlp"), {8, 1, 28, 28}},
+      {"batch_norm_cnn", models::build_model("batch_norm_cnn"), {8, 1, 28, 28}},
+      {"transformer_classifier", models::build_model("transformer_classifier"), {8, 1, 28, 28}},
+  };
+  std::filesystem::create_directories(dir);
+  for (Seed& seed : seeds) {
+    seed.model->eval();
+    Tensor x = randn(seed.input);
+    Tensor y;
+    {
+      NoGradGuard no_grad;
+      y = (*seed.model)(x);
+    }
+    ExportOptions options;
+    options.dynamic_batch = true;
+    options.device = kCUDA;
+    options.model_name = seed.name;
+    std::string base = std::string(dir) + "/" + seed.name;
+    ExportResult r = export_model(seed.model, {x}, base + ".kiln", options);
+    save_safetensors(base + ".reference.safetensors", {{"x", x}, {"y", y}});
+    std::cout << r.summary();
+  }
+}
+
+}  // namespace
+}  // namespace kiln
