@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -283,6 +284,15 @@ TEST(CudaCompiled, ModelsMatchEagerOnTheGpuAndTheCpu) {
   std::string note = backend_note(explain(compiled));
   EXPECT_EQ(note.rfind(gpu_backend() + ": passes ", 0), 0u) << note;
   EXPECT_NE(note.find("host scalars moved to the GPU"), std::string::npos) << note;
+  // What the call launched: each fusion group once, and one cuBLASLt call per linear layer.
+  std::smatch kernels, launched;
+  ASSERT_TRUE(std::regex_search(note, kernels, std::regex(R"((\d+) kernels \()"))) << note;
+  ASSERT_TRUE(std::regex_search(
+      note, launched,
+      std::regex(R"(\((\d+) generated kernels, (\d+) eager kernels, (\d+) cuBLASLt calls\))")))
+      << note;
+  EXPECT_EQ(kernels[1], launched[1]) << note;
+  EXPECT_EQ(launched[3], "2") << note;
   // Again from the cache: the same graph, the same results.
   expect_close(compiled(xg), eager, 1e-5, 1e-5, "second call");
   EXPECT_EQ(explain(compiled).graph_count(), 1u);

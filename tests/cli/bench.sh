@@ -73,7 +73,7 @@ run batch bench --model fashion_mlp --batch -2
 has "$tmp/batch.txt" "--batch expects an integer in [1, 1048576], got -2" "--batch -2"
 run badbackend bench --model fashion_mlp --backend gpu
 [ "$rc" -eq 1 ] || fail "--backend gpu: exit $rc"
-has "$tmp/badbackend.txt" "--backend expects one of cpu, interp, got 'gpu'" "--backend gpu"
+has "$tmp/badbackend.txt" "--backend expects one of cpu, cuda, interp, got 'gpu'" "--backend gpu"
 run badconfig bench --model fashion_mlp --config '{nope'
 [ "$rc" -eq 1 ] || fail "bad --config: exit $rc"
 has "$tmp/badconfig.txt" "--config expects a JSON object" "bad --config"

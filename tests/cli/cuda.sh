@@ -26,6 +26,17 @@ set -e
 [ "$rc" -eq 1 ] || fail "cuda:1: exit $rc"
 has "$tmp/index.txt" "kiln eval: --device cuda:1: this machine has 1 GPU(s), cuda:0 to cuda:0." "cuda:1"
 
+# bench and explain on the GPU (through interp: the fake driver runs no generated PTX): bench
+# names the GPU and counts what one call queues, a missing GPU fails in one line.
+on_fake_gpu "${fakes[@]}" bench --model residual_mlp --device cuda --backend interp --iters 2 > "$tmp/bench_gpu.txt"
+has "$tmp/bench_gpu.txt" "on cuda:0 (kiln fake GPU)" "bench --device cuda"
+# ResidualMLP's 10 linear layers are one cuBLASLt call each, eagerly and compiled.
+has "$tmp/bench_gpu.txt" "10 cuBLASLt calls), compiled " "bench --device cuda: launches per call"
+on_fake_gpu "${fakes[@]}" explain --model residual_mlp --device cuda --backend interp > "$tmp/explain_gpu.txt"
+has "$tmp/explain_gpu.txt" 'input %0 "x": float32[2, 1, 28, 28]@cuda:0' "explain --device cuda"
+KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused bench_no_driver \
+  "kiln bench: --device cuda: no CUDA device" bench --model residual_mlp --device cuda
+
 dir="${KILN_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 if [ ! -e "$dir/t10k-labels-idx1-ubyte.gz" ] && [ ! -e "$dir/t10k-labels-idx1-ubyte" ]; then
   echo "Fashion-MNIST not installed in $dir: skipping training on the fake GPU"

@@ -31,7 +31,7 @@ run interp explain --model fashion_mlp --backend interp
 has "$tmp/interp.txt" "(backend interp)" "--backend interp"
 run badbackend explain --model fashion_mlp --backend gpu
 [ "$rc" -eq 1 ] || fail "--backend gpu: exit $rc"
-has "$tmp/badbackend.txt" "--backend expects one of cpu, interp, got 'gpu'" "--backend gpu"
+has "$tmp/badbackend.txt" "--backend expects one of cpu, cuda, interp, got 'gpu'" "--backend gpu"
 
 run break explain --model halving_mlp --fullgraph
 [ "$rc" -ne 0 ] || fail "halving_mlp --fullgraph: exit 0"

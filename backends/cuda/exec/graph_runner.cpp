@@ -14,6 +14,16 @@
 
 namespace kiln::cuda::exec {
 
+namespace {
+// The fusion groups this thread launched through any runner, and the kernel launches the
+// launcher counted for them (none for emulated kernels): a run's own are the difference.
+struct GroupLaunches {
+  uint64_t groups = 0;
+  uint64_t kernels = 0;
+};
+thread_local GroupLaunches group_launches;
+}  // namespace
+
 std::vector<FusedKernelInfo> fused_kernel_infos(const ir::Graph& graph) {
   std::vector<FusedKernelInfo> infos;
   std::vector<const ir::Node*> fused = cpu::exec::fused_nodes(graph);
@@ -74,7 +84,23 @@ std::vector<Tensor> GraphRunner::run(std::span<const Tensor> inputs) {
   all.resize(total);
   for (size_t i = 0; i < total; ++i)
     if (!all[i].defined() && placed_constants_[i].defined()) all[i] = placed_constants_[i];
-  return node_loop_->run(all);
+  const LaunchCounts before = launches_on_this_thread();
+  const GroupLaunches groups_before = group_launches;
+  std::vector<Tensor> out = node_loop_->run(all);
+  const LaunchCounts after = launches_on_this_thread();
+  generated_ = group_launches.groups - groups_before.groups;
+  eager_ = (after.kernels - before.kernels) - (group_launches.kernels - groups_before.kernels);
+  library_ = after.library_calls - before.library_calls;
+  ran_ = true;
+  return out;
+}
+
+std::string GraphRunner::launch_summary() const {
+  if (!ran_) return "";
+  const uint64_t generated = generated_, eager = eager_, library = library_;
+  return std::to_string(generated + eager + library) + " launches per call (" +
+         std::to_string(generated) + " generated kernels, " + std::to_string(eager) +
+         " eager kernels, " + std::to_string(library) + " cuBLASLt calls)";
 }
 
 void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operands,
@@ -116,7 +142,10 @@ void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operan
     elements *= size;
   }
   if (elements == 0) return;  // nothing to compute: the results are empty
+  const uint64_t kernels_before = launches_on_this_thread().kernels;
   launch_(group.kernel, buffers, dims);
+  ++group_launches.groups;
+  group_launches.kernels += launches_on_this_thread().kernels - kernels_before;
 }
 
 }  // namespace kiln::cuda::exec

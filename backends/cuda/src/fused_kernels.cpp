@@ -124,8 +124,17 @@ void FusedKernelModule::launch(const std::string& name, std::span<void* const> b
   launch_with(name, g, params.data());
 }
 
+namespace {
+thread_local LaunchCounts launched;
+}  // namespace
+
+LaunchCounts launches_on_this_thread() { return launched; }
+
+void detail::count_library_call() { ++launched.library_calls; }
+
 void FusedKernelModule::launch_with(const std::string& name, LaunchGeometry geometry,
                                     void** params) const {
+  ++launched.kernels;
   const FusedKernelInfo& k = kernel(name);
   const driver::Api& api = use_device(device_);
   const size_t index = static_cast<size_t>(&k - kernels_.data());

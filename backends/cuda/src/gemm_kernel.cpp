@@ -10,6 +10,7 @@
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/cublaslt.h"
 #include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/cuda/fused_kernels.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/error.h"
@@ -145,6 +146,7 @@ void matmul_kernel(KernelCall& c) {
   const char* y_base = static_cast<const char*>(a.raw_data());
   char* d_base = static_cast<char*>(out.raw_data());
   for (const auto& call : plan.calls) {
+    detail::count_library_call();
     char* d = d_base + call[2] * static_cast<int64_t>(itemsize);
     check(api.cublasLtMatmul(handle, g.desc, single ? static_cast<const void*>(&alpha32) : &alpha64,
                              x_base + call[0] * static_cast<int64_t>(itemsize), g.x,

@@ -1,8 +1,9 @@
-// `kiln bench --model NAME [--batch N] [--iters N] [--backend cpu|interp] [--freeze]
-// [--config JSON]`:
+// `kiln bench --model NAME [--batch N] [--iters N] [--backend cpu|cuda|interp] [--freeze]
+// [--device cpu|cuda[:N]] [--config JSON]`:
 // times a catalog model (random weights, eval mode, seed 0, no gradients) eagerly and through
 // kiln::compile, and prints µs per call of each, their ratio, the time of the first compiled
-// call (trace, passes, code generation) and the backend's compile stats from kiln::explain.
+// call (trace, passes, code generation) and the backend's compile stats from kiln::explain;
+// on a GPU also the kernel launches of one call of each.
 // A quick check on one model; bench/bench_compiler.cpp holds the benchmarks with baselines.
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,8 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kiln/cuda/device.h"
+#include "kiln/cuda/fused_kernels.h"
 #include "kiln/kiln.h"
 #include "kiln/models/registry.h"
 
@@ -29,11 +32,23 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// µs per call of `call`, over `iters` calls.
-double us_per_call(const std::function<Tensor()>& call, int64_t iters) {
+// µs per call of `call`, over `iters` calls; on a GPU until the last call's work is done.
+double us_per_call(const std::function<Tensor()>& call, int64_t iters, Device device) {
   Clock::time_point start = Clock::now();
   for (int64_t i = 0; i < iters; ++i) call();
+  if (device.is_cuda()) cuda::synchronize(device.index);
   return seconds_since(start) * 1e6 / static_cast<double>(iters);
+}
+
+// "12 (4 + 8 cuBLASLt)": what one call queues on the GPU.
+std::string launches_of(const std::function<Tensor()>& call) {
+  cuda::LaunchCounts before = cuda::launches_on_this_thread();
+  call();
+  cuda::LaunchCounts after = cuda::launches_on_this_thread();
+  uint64_t kernels = after.kernels - before.kernels;
+  uint64_t library = after.library_calls - before.library_calls;
+  return std::to_string(kernels + library) + " (" + std::to_string(kernels) + " kernels, " +
+         std::to_string(library) + " cuBLASLt calls)";
 }
 
 double median(std::vector<double> v) {
@@ -69,13 +84,15 @@ int run_bench(const std::vector<std::string>& raw) {
   const json::Value config = resolved_config(name, args);
   const int64_t batch = args.integer("batch", 1);
   const int64_t iters = args.integer("iters", 100);
-  const std::string backend = args.str("backend", "cpu");
+  const Device device = device_option(args);
+  const std::string backend = args.str("backend", device.is_cuda() ? "cuda" : "cpu");
 
   manual_seed(0);
   std::shared_ptr<nn::Module> model = models::build_model(name, config);
   model->eval();
+  model->to(device);
   // Every catalog model reads Fashion-MNIST images (as `kiln summary` assumes).
-  Tensor x = randn({batch, 1, 28, 28});
+  Tensor x = randn({batch, 1, 28, 28}).to(device);
   NoGradGuard no_grad;  // inference: the cpu backend runs its generated kernels
   // The first eager call also initializes lazy modules, before compile() reads the state.
   Tensor want = (*model)(x);
@@ -92,28 +109,35 @@ int run_bench(const std::vector<std::string>& raw) {
   std::function<Tensor()> eager_call = [&] { return (*model)(x); };
   std::function<Tensor()> compiled_call = [&] { return compiled(x); };
   const int64_t warmup = std::min<int64_t>(iters, 3);
-  us_per_call(eager_call, warmup);
-  us_per_call(compiled_call, warmup);
+  us_per_call(eager_call, warmup, device);
+  us_per_call(compiled_call, warmup, device);
   // Interleaved, so that a change in machine load moves both columns alike.
   std::vector<double> eager_us, compiled_us;
   for (int r = 0; r < kRepeats; ++r) {
-    eager_us.push_back(us_per_call(eager_call, iters));
-    compiled_us.push_back(us_per_call(compiled_call, iters));
+    eager_us.push_back(us_per_call(eager_call, iters, device));
+    compiled_us.push_back(us_per_call(compiled_call, iters, device));
   }
   const double eager = median(eager_us), fast = median(compiled_us);
 
   ExplainReport report = explain(compiled);
+  const std::string ran_on =
+      device.is_cuda()
+          ? "on " + device.str() + " (" + cuda::get_device_properties(device.index).name + ")"
+          : std::to_string(num_threads()) + " thread" + (num_threads() == 1 ? "" : "s");
   std::cout << "model " << name << " " << json::dump(config) << "\n"
             << "input x " << x.type_str() << " (random; weights random, seed 0, eval mode, "
-            << "no gradients), " << num_threads() << " thread" << (num_threads() == 1 ? "" : "s")
-            << "\n"
+            << "no gradients), " << ran_on << "\n"
             << "median of " << kRepeats << " repeats of " << iters << " calls\n\n"
             << row("eager", fixed(eager, 2) + " µs/call")
             << row("compiled", fixed(fast, 2) + " µs/call (backend " + backend + ")")
             << row("ratio", fixed(eager / fast, 2) + "x (eager / compiled)")
             << row("compile", fixed(compile_ms, 1) +
                                   " ms (the first compiled call: trace, passes, codegen, run)")
-            << row("max |compiled - eager|", scientific(difference)) << "\n";
+            << row("max |compiled - eager|", scientific(difference));
+  if (device.is_cuda())
+    std::cout << row("launches per call", "eager " + launches_of(eager_call) + ", compiled " +
+                                              launches_of(compiled_call));
+  std::cout << "\n";
   std::string note = report.entries.empty() ? "" : report.entries[0].backend;
   if (note.empty() && report.graph_break_count() > 0) {
     note = backend +

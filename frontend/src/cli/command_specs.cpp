@@ -34,8 +34,9 @@ OptionSpec example_batch_option(double default_batch) {
 OptionSpec backend_option() {
   return {.name = "backend",
           .placeholder = "NAME",
-          .help = "cpu (native code, the default) or interp (the reference executor)",
-          .choices = {"cpu", "interp"}};
+          .help = "cpu or cuda (native code; the default is the device's) or interp (the "
+                  "reference executor)",
+          .choices = {"cpu", "cuda", "interp"}};
 }
 OptionSpec device_option() {
   return {.name = "device",
@@ -161,13 +162,13 @@ std::vector<CommandSpec> make_specs() {
                     .placeholder = "FILE",
                     .help = "draw the traced graph to FILE and the fused one to FILE's stem + "
                             ".fused.dot (PNGs too with Graphviz)"},
-                   backend_option()}},
+                   backend_option(), device_option()}},
       {.name = "bench",
        .summary = "time a model eagerly and compiled, print both and the compile time",
        .details = "Times a catalog model (random weights, seed 0, eval mode, no gradients) "
                   "eagerly and through\nkiln::compile, and prints microseconds per call of "
                   "each, their ratio, the first compiled\ncall's time and the largest "
-                  "difference between the two outputs.",
+                  "difference between the two outputs (on a GPU, the launches per call\ntoo).",
        .options = {model_option(), config_option(), example_batch_option(1),
                    {.name = "iters",
                     .kind = Kind::Integer,
@@ -175,7 +176,7 @@ std::vector<CommandSpec> make_specs() {
                     .help = "calls per timed repeat (default 100)",
                     .min = 1,
                     .max = 1e7},
-                   backend_option(), freeze_option()}},
+                   backend_option(), freeze_option(), device_option()}},
       {.name = "compile",
        .summary = "compile a model or checkpoint: its graphs, kernels and timings",
        .details = "Compiles a catalog model (random weights, seed 0) or a checkpoint's model "

@@ -92,12 +92,15 @@ int run_explain(const std::vector<std::string>& raw) {
   const int64_t batch = args.integer("batch", 2);
   const bool fullgraph = args.has("fullgraph");
 
+  const Device device = device_option(args);
+
   manual_seed(0);
   std::shared_ptr<nn::Module> model = models::build_model(name, config);
   model->eval();
+  model->to(device);
   // Every catalog model reads Fashion-MNIST images (as `kiln summary` assumes).
-  Tensor x = randn({batch, 1, 28, 28});
-  Tensor bigger = randn({batch + 1, 1, 28, 28});
+  Tensor x = randn({batch, 1, 28, 28}).to(device);
+  Tensor bigger = randn({batch + 1, 1, 28, 28}).to(device);
   std::cout << "model " << name << " " << json::dump(config) << "\n"
             << "inputs: x " << x.type_str() << ", then " << bigger.type_str()
             << " (random; weights random, seed 0, eval mode)\n\n";
@@ -118,7 +121,7 @@ int run_explain(const std::vector<std::string>& raw) {
 
   CompileOptions options;
   options.fullgraph = fullgraph;
-  options.backend = args.str("backend", options.backend);
+  options.backend = args.str("backend", options.backend);  // empty: by the device
   options.freeze = args.has("freeze");
   NoGradGuard no_grad;  // inference: the compiled backend runs its generated kernels
   auto compiled = compile(model, options);

@@ -67,6 +67,9 @@ ExplainReport CompileCache::explain() const {
     }
     x.backend = e->backend_note;
     if (e->executable && e->backend != &backends::reference_backend()) {
+      // Read again: a backend's line may tell what the latest call did (launches per call).
+      std::string now = e->executable->summary();
+      if (!now.empty()) x.backend = str_cat(e->backend->name(), ": ", now);
       x.passes = e->executable->pass_timings();
       x.optimized_graph_text = ir::print_graph(e->executable->optimized_graph());
       x.fusion_groups = fusion_groups(e->executable->optimized_graph());

@@ -167,4 +167,9 @@ CompiledGraph::CompiledGraph(Compiled c)
 
 CompiledGraph::~CompiledGraph() = default;
 
+std::string CompiledGraph::summary() const {
+  std::string launches = launch_summary();
+  return launches.empty() ? stats_.str() : stats_.str() + "; " + launches;
+}
+
 }  // namespace kiln::cuda::compiler

@@ -49,6 +49,18 @@ struct LaunchGeometry {
 LaunchGeometry launch_geometry(const FusedKernelInfo& kernel, std::span<const int64_t> dims,
                                int multiprocessors);
 
+// What this thread has queued on GPUs so far: kernel launches (the generated kernels and the
+// eager ones, all through FusedKernelModule) and cuBLASLt calls. explain and `kiln bench` take
+// the difference around a call: its launches per call.
+struct LaunchCounts {
+  uint64_t kernels = 0;
+  uint64_t library_calls = 0;
+};
+LaunchCounts launches_on_this_thread();
+namespace detail {
+void count_library_call();  // the GEMM's cuBLASLt calls
+}
+
 // A PTX module loaded on one GPU. The driver compiles the PTX for that GPU when it is loaded.
 class FusedKernelModule {
  public:

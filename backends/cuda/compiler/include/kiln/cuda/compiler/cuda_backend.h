@@ -85,7 +85,8 @@ class CompiledGraph final : public exec::GraphRunner {
   ~CompiledGraph() override;
 
   const CompileStats& stats() const { return stats_; }
-  std::string summary() const override { return stats_.str(); }
+  // The compile stats, then what the latest call launched (GraphRunner::launch_summary).
+  std::string summary() const override;
   std::string pass_timings() const override { return stats_.passes.str(); }
   bool folded_frozen_state() const override { return stats_.frozen_parameters > 0; }
   // The generated kernels (named cpu::exec::fused_kernel_name(i) for the i-th of

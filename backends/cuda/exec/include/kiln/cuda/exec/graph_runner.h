@@ -11,6 +11,7 @@
 //   std::vector<Tensor> out = runner.run(inputs);  // queued on the stream; results on the GPU
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -63,6 +64,9 @@ class GraphRunner : public backends::Executable {
   // Random ops replay the positions their attributes hold (segments, see interp.h). Set it
   // before the first run.
   void set_replay_recorded_random(bool replay);
+  // What the latest run queued: "9 launches per call (3 generated kernels, 4 eager kernels,
+  // 2 cuBLASLt calls)"; empty before the first run.
+  std::string launch_summary() const;
 
   // A fusion group's kernel and how its iteration dims follow from the group's shape.
   struct Group {
@@ -79,6 +83,8 @@ class GraphRunner : public backends::Executable {
   FusedLauncher launch_;
   size_t caller_inputs_ = 0;
   std::unordered_map<const ir::Node*, Group> groups_;
+  std::atomic<bool> ran_{false};
+  std::atomic<uint64_t> generated_{0}, eager_{0}, library_{0};  // the latest run's launches
   std::once_flag constants_placed_;
   std::vector<Tensor> placed_constants_;  // by input: a constant's data on its type's device
   std::unique_ptr<interp::Executable> node_loop_;
