@@ -26,6 +26,8 @@
 #include "kiln/cuda/codegen/emulation.h"
 #include "kiln/cuda/codegen/toolkit.h"
 #include "kiln/cuda/compiler/cuda_backend.h"
+#include "kiln/cuda/graph_capture.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/kiln.h"
 #include "kiln/models.h"
 #include "kiln/ops/fused.h"
@@ -229,7 +231,11 @@ std::string gpu_backend() {
         ASSERT_NE(info, nullptr) << name;
         // As many blocks as the GPU launch would have (an H100's 132 SMs on the fake driver).
         int64_t blocks = cuda::launch_geometry(*info, dims, 132).grid;
-        kernels->run(name, host, dims, blocks);
+        // In stream order, so that a CUDA graph capture records it as a kernel would be.
+        cuda::launch_host_func(cuda::current_stream(0),
+                               [kernels, name, host, blocks, dims = std::vector<int64_t>(dims.begin(), dims.end())] {
+                                 kernels->run(name, host, dims, blocks);
+                               });
       };
     };
     backends::register_backend(cuda::compiler::make_backend("cuda_emulated", emulated));
@@ -296,6 +302,78 @@ TEST(CudaCompiled, ModelsMatchEagerOnTheGpuAndTheCpu) {
   // Again from the cache: the same graph, the same results.
   expect_close(compiled(xg), eager, 1e-5, 1e-5, "second call");
   EXPECT_EQ(explain(compiled).graph_count(), 1u);
+}
+
+// The replay line of the latest graph's note: "replayed as a CUDA graph (...)" or "graph replay
+// off: ...".
+std::string replay_line(const std::string& note) {
+  size_t at = note.find("replayed as a CUDA graph");
+  if (at == std::string::npos) at = note.find("graph replay off");
+  return at == std::string::npos ? "" : note.substr(at);
+}
+
+TEST(CudaCompiled, RepeatedCallsReplayAsOneCudaGraphAndReturnFreshTensors) {
+  REQUIRE_COMPILED_GPU();
+  manual_seed(5);
+  auto model = std::make_shared<Block>();
+  model->to(kCUDA);
+  NoGradGuard no_grad;
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  std::vector<Tensor> inputs, results;
+  for (int call = 0; call < 4; ++call) {  // a warm-up, a capture and its replay, two replays
+    inputs.push_back(randn({16, 24}).to(kCUDA));
+    results.push_back(compiled(inputs.back()));
+  }
+  // Every result is its own call's: a replay copies the graph's outputs into fresh tensors.
+  for (size_t call = 0; call < inputs.size(); ++call)
+    expect_close(results[call], (*model)(inputs[call]), 1e-5, 1e-5, "call " + std::to_string(call));
+  EXPECT_EQ(replay_line(backend_note(explain(compiled))),
+            "replayed as a CUDA graph (1 captured, 3 replays; 3 launches per replay: 1 input copy, "
+            "the graph, 1 output copy)");
+  // Parameters are read in place: an update (an optimizer step) reaches the next replay.
+  model->fc2->bias.copy_(full({10}, 0.75).to(kCUDA));
+  Tensor x = randn({16, 24}).to(kCUDA);
+  expect_close(compiled(x), (*model)(x), 1e-5, 1e-5, "after the bias changed");
+  EXPECT_EQ(explain(compiled).graph_count(), 1u);
+}
+
+struct Lookup : nn::Module {
+  nn::ModulePtr<nn::Embedding> embed = register_module("embed", std::make_shared<nn::Embedding>(10, 8));
+  nn::ModulePtr<nn::Dropout> drop = register_module("drop", std::make_shared<nn::Dropout>(0.5));
+  Tensor forward(const Tensor& ids) override { return relu(drop(embed(ids))) * 2.0; }
+};
+
+TEST(CudaCompiled, CallsThatCannotBeReplayedSayWhyAndRunAsBefore) {
+  REQUIRE_COMPILED_GPU();
+  manual_seed(6);
+  auto model = std::make_shared<Lookup>();
+  model->to(kCUDA);
+  model->eval();
+  NoGradGuard no_grad;
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  // The embedding checks its indices on the host after its kernel: not capturable.
+  for (int call = 0; call < 3; ++call) {
+    Tensor ids = Tensor::from_vector<int64_t>({1, 4, 9, call}, {2, 2}).to(kCUDA);
+    expect_close(compiled(ids), (*model)(ids), 1e-6, 1e-6, "call " + std::to_string(call));
+  }
+  std::string line = replay_line(backend_note(explain(compiled)));
+  EXPECT_EQ(line.rfind("graph replay off: [cuda] could not capture the work as a CUDA graph: "
+                       "[cuda] reading a kernel's failure flag back to the host",
+                       0),
+            0u)
+      << line;
+  // Bad indices still fail with the eager kernel's message on every call.
+  Tensor bad = Tensor::from_vector<int64_t>({1, 12}, {2}).to(kCUDA);
+  EXPECT_THROW(compiled(bad), Error);
+  // Training mode: dropout draws new numbers per call, which a replay would repeat.
+  model->train();
+  auto trained = compile(model, {.backend = gpu_backend()});
+  Tensor ids = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {4}).to(kCUDA);
+  trained(ids);
+  trained(ids);
+  EXPECT_EQ(replay_line(backend_note(explain(trained))),
+            "graph replay off: dropout draws new random numbers each call, which a replay would "
+            "repeat");
 }
 
 struct Views : nn::Module {

@@ -208,6 +208,31 @@ TEST(CudaCachingAllocator, OutOfMemorySaysWhatWasAskedWhatIsFreeAndTheFix) {
   a.deallocate(p);
 }
 
+TEST(CudaCachingAllocator, AKeptPoolSurvivesEmptyCacheAndOutOfMemoryUntilReleased) {
+  FakeDevice device(16 * MiB);
+  CachingAllocator a(device, "cuda:0");
+  constexpr StreamId kGraph = 9;  // a CUDA graph's capture stream
+  a.keep_pool(kGraph);
+  void* p = a.allocate(6 * MiB, kGraph);
+  a.deallocate(p);  // free, but its address is baked into the graph
+  a.empty_cache();
+  EXPECT_EQ(device.device_releases, 0);
+  EXPECT_EQ(a.stats().cached_bytes, 6 * MiB);
+  // Out of memory: the kept block is not given back, and the message says who holds it.
+  try {
+    a.allocate(12 * MiB, kDefault);
+    FAIL() << "expected an out-of-memory error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("except 6.00 MiB that captured CUDA graphs keep"), std::string::npos) << m;
+  }
+  EXPECT_EQ(a.allocate(5 * MiB, kGraph), p);  // the graph's stream still reuses it
+  a.deallocate(p);
+  a.release_pool(kGraph);
+  EXPECT_EQ(device.device_releases, 1);
+  EXPECT_EQ(a.stats().cached_bytes, 0u);
+}
+
 TEST(CudaCachingAllocator, FreeingTwiceOrAForeignPointerIsAnError) {
   FakeDevice device(16 * MiB);
   CachingAllocator a(device, "cuda:0");

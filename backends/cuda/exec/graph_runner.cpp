@@ -2,6 +2,9 @@
 // results allocated there, its iteration dims computed from this call's sizes, and one launch.
 #include "kiln/cuda/exec/graph_runner.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "kiln/cpu/exec/kernel_spec.h"
 #include "kiln/cpu/exec/plan.h"
 #include "kiln/dispatch.h"
@@ -54,19 +57,33 @@ GraphRunner::GraphRunner(std::shared_ptr<const ir::Graph> graph, FusedLauncher l
                                       std::span<const int64_t> symbols, std::span<Tensor> results) {
     run_group(node, operands, symbols, results);
   });
+  const char* graphs = std::getenv("KILN_CUDA_GRAPHS");
+  set_graph_replay(!(graphs && std::string(graphs) == "0"));
 }
 
 GraphRunner::~GraphRunner() = default;
 
 void GraphRunner::set_replay_recorded_random(bool replay) {
   node_loop_->set_replay_recorded_random(replay);
+  fresh_random_ = !replay;
+  if (replay_) set_graph_replay(true);  // fixed positions may be replayed
+}
+
+void GraphRunner::set_graph_replay(bool on) {
+  replay_ = on ? std::make_unique<GraphReplay>(*graph_, fresh_random_) : nullptr;
 }
 
 std::vector<Tensor> GraphRunner::run(std::span<const Tensor> inputs) {
-  size_t total = graph_->inputs().size();
+  const size_t total = graph_->inputs().size();
   KILN_CHECK(inputs.size() == total || (caller_inputs_ && inputs.size() == caller_inputs_),
              "[cuda] graph ", graph_->name(), " expected ", caller_inputs_ ? caller_inputs_ : total,
              " inputs, got ", inputs.size(), ".");
+  if (!replay_) return run_nodes(inputs);
+  return replay_->run(inputs, [this](std::span<const Tensor> in) { return run_nodes(in); });
+}
+
+std::vector<Tensor> GraphRunner::run_nodes(std::span<const Tensor> inputs) {
+  const size_t total = graph_->inputs().size();
   std::call_once(constants_placed_, [this] {
     placed_constants_.resize(graph_->inputs().size());
     for (size_t i = 0; i < placed_constants_.size(); ++i) {
@@ -98,9 +115,12 @@ std::vector<Tensor> GraphRunner::run(std::span<const Tensor> inputs) {
 std::string GraphRunner::launch_summary() const {
   if (!ran_) return "";
   const uint64_t generated = generated_, eager = eager_, library = library_;
-  return std::to_string(generated + eager + library) + " launches per call (" +
-         std::to_string(generated) + " generated kernels, " + std::to_string(eager) +
-         " eager kernels, " + std::to_string(library) + " cuBLASLt calls)";
+  std::string counts = std::to_string(generated + eager + library) + " launches per call (" +
+                       std::to_string(generated) + " generated kernels, " +
+                       std::to_string(eager) + " eager kernels, " + std::to_string(library) +
+                       " cuBLASLt calls)";
+  const std::string replay = replay_ ? replay_->summary() : "";
+  return replay.empty() ? counts : counts + "; " + replay;
 }
 
 void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operands,

@@ -44,6 +44,7 @@ CachingAllocator::CachingAllocator(DeviceMemory& device, std::string device_name
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mutex_);
   collect_pending(/*wait=*/true);
+  kept_pools_.clear();
   release_cached();
 }
 
@@ -82,13 +83,34 @@ void CachingAllocator::collect_pending(bool wait) {
 }
 
 void CachingAllocator::release_cached() {
-  for (auto& [stream, pool] : free_) {
-    for (auto& [size, ptr] : pool) {
+  for (auto it = free_.begin(); it != free_.end();) {
+    if (kept_pools_.count(it->first)) {
+      ++it;
+      continue;
+    }
+    for (auto& [size, ptr] : it->second) {
       device_.release(ptr);
       stats_.cached_bytes -= size;
     }
+    it = free_.erase(it);
   }
-  free_.clear();
+}
+
+void CachingAllocator::keep_pool(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kept_pools_.insert(stream);
+}
+
+void CachingAllocator::release_pool(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  kept_pools_.erase(stream);
+  auto pool = free_.find(stream);
+  if (pool == free_.end()) return;
+  for (auto& [size, ptr] : pool->second) {
+    device_.release(ptr);
+    stats_.cached_bytes -= size;
+  }
+  free_.erase(pool);
 }
 
 void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
@@ -109,9 +131,13 @@ void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
     KILN_CHECK(ptr, "[cuda] out of memory on ", device_name_, ": tried to allocate ",
                bytes_str(size), "; the device has ", bytes_str(device_.free_bytes()),
                " free, and kiln's tensors hold ", bytes_str(stats_.allocated_bytes),
-               " (its cached blocks were released before this error). Fix: use a smaller "
-               "batch, drop references to tensors you no longer need, or compute under "
-               "kiln::NoGradGuard when no gradient is needed.");
+               " (its cached blocks were released before this error",
+               kept_pools_.empty() ? std::string()
+                                   : ", except " + bytes_str(stats_.cached_bytes) +
+                                         " that captured CUDA graphs keep",
+               "). Fix: use a smaller batch, drop references to tensors (and compiled "
+               "functions) you no longer need, or compute under kiln::NoGradGuard when no "
+               "gradient is needed.");
     in_use_[ptr] = Block{size, stream, {}};
   }
   stats_.allocated_bytes += size;

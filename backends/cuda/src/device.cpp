@@ -6,6 +6,7 @@
 
 #include "device_context.h"
 #include "kiln/cuda/driver.h"
+#include "kiln/cuda/graph_capture.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -88,12 +89,14 @@ DeviceProperties get_device_properties(int index) {
 }
 
 void synchronize(int index) {
+  fail_if_capturing(index, "synchronize()");
   const driver::Api& api = use_device(index);
   driver::check(api, api.cuCtxSynchronize(), "cuCtxSynchronize",
                 "an earlier kernel failed; rerun with CUDA_LAUNCH_BLOCKING=1 to find it.");
 }
 
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes, int index) {
+  fail_if_capturing(index, "a synchronous copy from the host");
   const driver::Api& api = use_device(index);
   driver::check(api,
                 api.cuMemcpyHtoD_v2(
@@ -103,6 +106,7 @@ void copy_to_device(void* device_dst, const void* host_src, size_t bytes, int in
 }
 
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes, int index) {
+  fail_if_capturing(index, "a copy to the host");
   const driver::Api& api = use_device(index);
   driver::check(api,
                 api.cuMemcpyDtoH_v2(

@@ -44,7 +44,11 @@ bool resolve_all(void* handle, Api& api, const std::string& library, std::string
          KILN_RESOLVE(cuStreamSynchronize) && KILN_RESOLVE(cuStreamQuery) &&
          KILN_RESOLVE(cuStreamWaitEvent) && KILN_RESOLVE(cuEventElapsedTime) &&
          KILN_RESOLVE(cuMemHostAlloc) && KILN_RESOLVE(cuMemFreeHost) &&
-         KILN_RESOLVE(cuMemcpyHtoDAsync_v2) && KILN_RESOLVE(cuMemcpyDtoHAsync_v2);
+         KILN_RESOLVE(cuMemcpyHtoDAsync_v2) && KILN_RESOLVE(cuMemcpyDtoHAsync_v2) &&
+         KILN_RESOLVE(cuStreamBeginCapture_v2) && KILN_RESOLVE(cuStreamEndCapture) &&
+         KILN_RESOLVE(cuStreamIsCapturing) && KILN_RESOLVE(cuGraphInstantiateWithFlags) &&
+         KILN_RESOLVE(cuGraphLaunch) && KILN_RESOLVE(cuGraphExecDestroy) &&
+         KILN_RESOLVE(cuGraphDestroy) && KILN_RESOLVE(cuLaunchHostFunc);
 #undef KILN_RESOLVE
 }
 

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "kiln/cuda/elementwise_kernels.h"
+#include "kiln/cuda/graph_capture.h"
 
 namespace kiln::cuda {
 
@@ -14,6 +15,9 @@ Tensor failure_flag(Device device) {
 }
 
 std::optional<int64_t> first_failure(const Tensor& flag) {
+  fail_if_capturing(flag.device().index,
+                    "reading a kernel's failure flag back to the host (the index and target "
+                    "checks of indexing ops, losses and sampling)");
   const int64_t element = flag.item<int64_t>();
   if (element == LLONG_MAX) return std::nullopt;
   return element;

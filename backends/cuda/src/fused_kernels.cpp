@@ -131,6 +131,8 @@ thread_local LaunchCounts launched;
 LaunchCounts launches_on_this_thread() { return launched; }
 
 void detail::count_library_call() { ++launched.library_calls; }
+void detail::count_graph_launch() { ++launched.graphs; }
+void detail::count_copy() { ++launched.copies; }
 
 void FusedKernelModule::launch_with(const std::string& name, LaunchGeometry geometry,
                                     void** params) const {

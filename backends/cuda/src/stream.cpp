@@ -7,6 +7,8 @@
 
 #include "device_context.h"
 #include "kiln/cuda/driver.h"
+#include "kiln/cuda/fused_kernels.h"
+#include "kiln/cuda/graph_capture.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -43,6 +45,8 @@ Stream Stream::create(int device) {
 }
 
 void Stream::synchronize() const {
+  fail_if_capturing(device_, "waiting on the host for a stream (a copy between the host and "
+                             "the GPU, item(), or synchronize())");
   const driver::Api& api = use_device(device_);
   driver::check(api, api.cuStreamSynchronize(native(*this)), "cuStreamSynchronize", kCheckGpu);
 }
@@ -157,6 +161,7 @@ void copy_to_host_async(void* host_dst, const void* device_src, size_t bytes,
 void copy_on_device_async(void* device_dst, const void* device_src, size_t bytes,
                           const Stream& stream) {
   const driver::Api& api = use_device(stream.device());
+  detail::count_copy();
   driver::check(api,
                 api.cuMemcpyDtoDAsync_v2(device_address(device_dst), device_address(device_src),
                                          bytes, native(stream)),
@@ -165,6 +170,7 @@ void copy_on_device_async(void* device_dst, const void* device_src, size_t bytes
 
 void fill_words_async(void* device_dst, uint32_t word, size_t count, const Stream& stream) {
   const driver::Api& api = use_device(stream.device());
+  detail::count_copy();
   driver::check(api, api.cuMemsetD32Async(device_address(device_dst), word, count, native(stream)),
                 "cuMemsetD32Async",
                 "check that the buffer is memory of this GPU and 4-byte aligned.");

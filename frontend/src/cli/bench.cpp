@@ -40,15 +40,28 @@ double us_per_call(const std::function<Tensor()>& call, int64_t iters, Device de
   return seconds_since(start) * 1e6 / static_cast<double>(iters);
 }
 
-// "12 (4 + 8 cuBLASLt)": what one call queues on the GPU.
+// "12 (4 kernels, 8 cuBLASLt calls)", "3 (1 CUDA graph, 2 copies)": what one call queues on
+// the GPU, the kinds it queued none of left out.
 std::string launches_of(const std::function<Tensor()>& call) {
-  cuda::LaunchCounts before = cuda::launches_on_this_thread();
+  const cuda::LaunchCounts before = cuda::launches_on_this_thread();
   call();
-  cuda::LaunchCounts after = cuda::launches_on_this_thread();
-  uint64_t kernels = after.kernels - before.kernels;
-  uint64_t library = after.library_calls - before.library_calls;
-  return std::to_string(kernels + library) + " (" + std::to_string(kernels) + " kernels, " +
-         std::to_string(library) + " cuBLASLt calls)";
+  const cuda::LaunchCounts after = cuda::launches_on_this_thread();
+  const struct {
+    uint64_t count;
+    const char *one, *many;
+  } kinds[] = {{after.kernels - before.kernels, "kernel", "kernels"},
+               {after.library_calls - before.library_calls, "cuBLASLt call", "cuBLASLt calls"},
+               {after.graphs - before.graphs, "CUDA graph", "CUDA graphs"},
+               {after.copies - before.copies, "copy", "copies"}};
+  uint64_t total = 0;
+  std::string parts;
+  for (const auto& kind : kinds) {
+    if (kind.count == 0) continue;
+    total += kind.count;
+    parts += (parts.empty() ? "" : ", ") + std::to_string(kind.count) + " " +
+             (kind.count == 1 ? kind.one : kind.many);
+  }
+  return std::to_string(total) + (parts.empty() ? "" : " (" + parts + ")");
 }
 
 double median(std::vector<double> v) {

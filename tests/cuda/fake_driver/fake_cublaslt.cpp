@@ -4,13 +4,20 @@
 // leading dimensions, transposes, strided batches, float32 and float64, on the fake driver's
 // device memory (fake_memory.h). With the TF32 compute type the inputs are rounded to TF32's
 // 10-bit mantissa first, as the tensor cores do, so allow_tf32 changes results as on a GPU.
-// Calls run synchronously, like everything on the fake driver.
+// Calls run synchronously, like everything on the fake driver, except on a stream that captures
+// a CUDA graph: there the call is recorded (through the driver's cuLaunchHostFunc) and runs
+// when the graph does.
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "fake_memory.h"
 #include "kiln/cuda/cublaslt.h"
+#include "kiln/cuda/driver.h"
 
 using namespace kiln::cuda::cublaslt;
 
@@ -76,6 +83,29 @@ void multiply(const cublasLtMatmulDescOpaque_t& desc, double alpha, const T* a,
       }
     }
   }
+}
+
+// Runs `work` now, or, when `stream` captures a CUDA graph on the fake driver, records it
+// there. The recorded work is kept for the process (a graph may replay it at any time).
+void on_stream(Stream stream, std::function<void()> work) {
+  namespace driver = kiln::cuda::driver;
+  using IsCapturing = decltype(driver::Api::cuStreamIsCapturing);
+  using LaunchHostFunc = decltype(driver::Api::cuLaunchHostFunc);
+  static const auto [is_capturing, launch_host_func] = [] {
+    const char* path = std::getenv("KILN_CUDA_DRIVER");
+    void* driver = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+    return std::pair{driver ? reinterpret_cast<IsCapturing>(dlsym(driver, "cuStreamIsCapturing")) : nullptr,
+                     driver ? reinterpret_cast<LaunchHostFunc>(dlsym(driver, "cuLaunchHostFunc")) : nullptr};
+  }();
+  const auto native = reinterpret_cast<driver::CUstream>(stream);
+  int status = driver::kStreamCaptureStatusNone;
+  if (!is_capturing || !launch_host_func || is_capturing(native, &status) != driver::kSuccess ||
+      status == driver::kStreamCaptureStatusNone) {
+    work();
+    return;
+  }
+  auto* kept = new std::function<void()>(std::move(work));
+  launch_host_func(native, [](void* w) { (*static_cast<std::function<void()>*>(w))(); }, kept);
 }
 
 }  // namespace
@@ -181,18 +211,22 @@ KILN_FAKE_EXPORT Status cublasLtMatmulAlgoGetHeuristic(Handle handle, MatmulDesc
 KILN_FAKE_EXPORT Status cublasLtMatmul(Handle handle, MatmulDesc desc, const void* alpha, const void* a,
                                        MatrixLayout al, const void* b, MatrixLayout bl, const void* beta,
                                        const void* c, MatrixLayout cl, void* d, MatrixLayout dl,
-                                       const MatmulAlgo*, void*, size_t, Stream) {
+                                       const MatmulAlgo*, void*, size_t, Stream stream) {
   if (!handle || !desc || !al || !bl || !cl || !dl || !alpha || !beta) return kInvalidValue;
   using kiln::cuda::fake::host_address;
-  if (dl->type == kR32F) {
-    multiply(*desc, *static_cast<const float*>(alpha), host_address<const float>(a), *al,
-             host_address<const float>(b), *bl, *static_cast<const float*>(beta), host_address<const float>(c), *cl,
-             host_address<float>(d), *dl);
-  } else {
-    multiply(*desc, *static_cast<const double*>(alpha), host_address<const double>(a), *al,
-             host_address<const double>(b), *bl, *static_cast<const double*>(beta), host_address<const double>(c),
-             *cl, host_address<double>(d), *dl);
-  }
+  // Everything by value: a recorded call runs after the caller's descriptors and scalars are gone.
+  const bool single = dl->type == kR32F;
+  const double alpha_value = single ? *static_cast<const float*>(alpha) : *static_cast<const double*>(alpha);
+  const double beta_value = single ? *static_cast<const float*>(beta) : *static_cast<const double*>(beta);
+  on_stream(stream, [=, desc = *desc, al = *al, bl = *bl, cl = *cl, dl = *dl] {
+    if (single) {
+      multiply(desc, alpha_value, host_address<const float>(a), al, host_address<const float>(b), bl, beta_value,
+               host_address<const float>(c), cl, host_address<float>(d), dl);
+    } else {
+      multiply(desc, alpha_value, host_address<const double>(a), al, host_address<const double>(b), bl,
+               beta_value, host_address<const double>(c), cl, host_address<double>(d), dl);
+    }
+  });
   return kSuccess;
 }
 

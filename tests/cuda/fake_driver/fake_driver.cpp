@@ -2,29 +2,47 @@
 // KILN_CUDA_DRIVER, so that kiln's CUDA plumbing (allocation, copies, streams, events) is
 // tested on machines without a GPU. "Device" memory is host memory handed out at addresses
 // the host cannot dereference, so a host read of device memory crashes the test instead of
-// passing silently. Work runs synchronously, so every stream and event is always complete.
+// passing silently. Work runs synchronously, so every stream and event is always complete;
+// a stream that captures a CUDA graph records its work instead, and launching the graph runs
+// what it recorded.
 // Kernels run only when the fake NVRTC (fake_nvrtc.cpp) made them: then they run on the host;
 // real PTX fails to load with CUDA_ERROR_NOT_SUPPORTED.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "fake_memory.h"
 #include "kiln/cuda/driver.h"
 
 using namespace kiln::cuda::driver;
 
-// The handles behind CUstream and CUevent, which driver.h declares but leaves incomplete.
+// Work queued on a stream, run now or recorded into a CUDA graph.
+using Work = std::function<CUresult()>;
+
+// The handles behind CUstream, CUevent and the graphs, which driver.h declares but leaves
+// incomplete.
 struct kiln::cuda::driver::CUstream_st {
   unsigned flags;
+  bool capturing = false;
+  bool invalidated = false;  // the capture met work it cannot record
+  std::vector<Work> recorded;
+};
+struct kiln::cuda::driver::CUgraph_st {
+  std::vector<Work> work;
+};
+struct kiln::cuda::driver::CUgraphExec_st {
+  std::vector<Work> work;
 };
 struct kiln::cuda::driver::CUevent_st {
   unsigned flags;
@@ -37,6 +55,7 @@ namespace {
 constexpr CUresult kInvalidValue = 1;
 constexpr CUresult kInvalidDevice = 101;
 constexpr CUresult kInvalidHandle = 400;
+constexpr CUresult kIllegalState = 401;
 constexpr CUresult kNotFound = 500;
 constexpr CUresult kNotSupported = 801;
 
@@ -64,6 +83,17 @@ Memory& memory() {
     return out;
   }();
   return *m;
+}
+
+std::atomic<int> graph_launches{0};
+
+// Runs `work` now, or records it when `stream` is capturing a graph.
+CUresult enqueue(CUstream stream, Work work) {
+  if (stream && stream->capturing) {
+    stream->recorded.push_back(std::move(work));
+    return kSuccess;
+  }
+  return work();
 }
 
 // The host address behind [ptr, ptr + bytes) when it lies within one live allocation, else
@@ -102,7 +132,10 @@ KILN_FAKE_EXPORT CUresult cuGetErrorName(CUresult error, const char** name) {
                 {kOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"},
                 {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE"},
                 {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE"},
-                {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED"}};
+                {kIllegalState, "CUDA_ERROR_ILLEGAL_STATE"},
+                {kNotSupported, "CUDA_ERROR_NOT_SUPPORTED"},
+                {kStreamCaptureUnsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+                {kStreamCaptureInvalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"}};
   if (!name) return kInvalidValue;
   *name = nullptr;
   for (const auto& n : kNames)
@@ -221,32 +254,36 @@ KILN_FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t byt
 }
 
 KILN_FAKE_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
-                                               CUstream) {
+                                               CUstream stream) {
   if (bytes == 0) return kSuccess;
-  char* to = host_range(dst, bytes);
-  const char* from = host_range(src, bytes);
-  if (!to || !from) return kInvalidValue;
-  std::memmove(to, from, bytes);  // the ranges may overlap within one allocation
-  return kSuccess;
+  if (!host_range(dst, bytes) || !host_range(src, bytes)) return kInvalidValue;
+  return enqueue(stream, [=] {
+    // The ranges may overlap within one allocation.
+    std::memmove(host_range(dst, bytes), host_range(src, bytes), bytes);
+    return kSuccess;
+  });
 }
 
 KILN_FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes,
-                                               CUstream) {
-  return cuMemcpyHtoD_v2(dst, src, bytes);
+                                               CUstream stream) {
+  return enqueue(stream, [=] { return cuMemcpyHtoD_v2(dst, src, bytes); });
 }
 
-KILN_FAKE_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream) {
-  return cuMemcpyDtoH_v2(dst, src, bytes);
+KILN_FAKE_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                               CUstream stream) {
+  return enqueue(stream, [=] { return cuMemcpyDtoH_v2(dst, src, bytes); });
 }
 
 KILN_FAKE_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned value, size_t count,
-                                           CUstream) {
+                                           CUstream stream) {
   if (count == 0) return kSuccess;
   if (dst % 4 != 0 || count > SIZE_MAX / 4) return kInvalidValue;  // the driver needs alignment
-  char* to = host_range(dst, count * 4);
-  if (!to) return kInvalidValue;
-  for (size_t i = 0; i < count; ++i) std::memcpy(to + i * 4, &value, 4);
-  return kSuccess;
+  if (!host_range(dst, count * 4)) return kInvalidValue;
+  return enqueue(stream, [=] {
+    char* to = host_range(dst, count * 4);
+    for (size_t i = 0; i < count; ++i) std::memcpy(to + i * 4, &value, 4);
+    return kSuccess;
+  });
 }
 
 // Pinned host memory is ordinary host memory: the host may read it.
@@ -274,11 +311,16 @@ KILN_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   return kSuccess;
 }
 
-KILN_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream) {
+// Waiting on a capturing stream breaks its capture, as with the real driver.
+KILN_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+  if (stream && stream->capturing) {
+    stream->invalidated = true;
+    return kStreamCaptureUnsupported;
+  }
   return kSuccess;
 }
-KILN_FAKE_EXPORT CUresult cuStreamQuery(CUstream) {
-  return kSuccess;
+KILN_FAKE_EXPORT CUresult cuStreamQuery(CUstream stream) {
+  return cuStreamSynchronize(stream);
 }
 KILN_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) {
   return kSuccess;
@@ -365,13 +407,26 @@ KILN_FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule* module, const void* image
 
 using Launcher = void (*)(void** params, void* (*to_host)(void*));
 
+// A kernel: its launcher, and its parameters' sizes (count first) for recording a launch.
+struct kiln::cuda::driver::CUfunc_st {
+  Launcher launcher;
+  const unsigned long long* param_sizes;
+};
+
 KILN_FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
   if (!function) return kInvalidValue;
   *function = nullptr;
   if (!module || !name) return kNotSupported;
   void* launcher = dlsym(module->library, (std::string(name) + "__kiln_launch").c_str());
   if (!launcher) return kNotFound;
-  *function = reinterpret_cast<CUfunction>(launcher);
+  const auto* sizes = static_cast<const unsigned long long*>(
+      dlsym(module->library, (std::string(name) + "__kiln_param_sizes").c_str()));
+  // Kept for the process, as kiln caches kernels by name: one per kernel looked up.
+  static std::mutex mutex;
+  static std::map<void*, CUfunc_st>* functions = new std::map<void*, CUfunc_st>;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = functions->try_emplace(launcher, CUfunc_st{reinterpret_cast<Launcher>(launcher), sizes});
+  *function = &it->second;
   return kSuccess;
 }
 
@@ -383,10 +438,98 @@ KILN_FAKE_EXPORT CUresult cuModuleUnload(CUmodule module) {
 }
 
 KILN_FAKE_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned, unsigned, unsigned, unsigned,
-                                         unsigned, unsigned, unsigned, CUstream, void** params, void**) {
+                                         unsigned, unsigned, unsigned, CUstream stream, void** params,
+                                         void**) {
   if (!function) return kNotSupported;
-  reinterpret_cast<Launcher>(reinterpret_cast<void*>(function))(params, device_to_host);
+  const Launcher launcher = function->launcher;
+  if (!stream || !stream->capturing) {
+    launcher(params, device_to_host);
+    return kSuccess;
+  }
+  // Recorded: the parameters are copied now, as the real driver does, since `params` points
+  // at the caller's locals.
+  if (!function->param_sizes) return kNotSupported;
+  std::vector<std::vector<char>> values;
+  for (unsigned long long k = 0; k < function->param_sizes[0]; ++k) {
+    const char* value = static_cast<const char*>(params[k]);
+    values.emplace_back(value, value + function->param_sizes[k + 1]);
+  }
+  return enqueue(stream, [launcher, values]() mutable {
+    std::vector<void*> slots;
+    for (std::vector<char>& v : values) slots.push_back(v.data());
+    launcher(slots.data(), device_to_host);
+    return kSuccess;
+  });
+}
+
+KILN_FAKE_EXPORT CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* data) {
+  if (!fn) return kInvalidValue;
+  return enqueue(stream, [fn, data] {
+    fn(data);
+    return kSuccess;
+  });
+}
+
+// CUDA graphs: a capturing stream records its work (enqueue); a graph replays it in order.
+KILN_FAKE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, int) {
+  if (!stream) return kStreamCaptureUnsupported;  // the legacy default stream cannot capture
+  if (stream->capturing) return kIllegalState;
+  stream->capturing = true;
+  stream->invalidated = false;
+  stream->recorded.clear();
   return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  if (!stream || !graph || !stream->capturing) return kIllegalState;
+  *graph = nullptr;
+  stream->capturing = false;
+  std::vector<Work> work = std::move(stream->recorded);
+  stream->recorded.clear();
+  if (stream->invalidated) return kStreamCaptureInvalidated;
+  *graph = new CUgraph_st{std::move(work)};
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream stream, int* status) {
+  if (!status) return kInvalidValue;
+  *status = stream && stream->capturing ? (stream->invalidated ? 2 : kStreamCaptureStatusActive)
+                                        : kStreamCaptureStatusNone;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                                      unsigned long long) {
+  if (!exec || !graph) return kInvalidValue;
+  *exec = new CUgraphExec_st{graph->work};
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  if (!exec) return kInvalidHandle;
+  return enqueue(stream, [exec] {
+    ++graph_launches;
+    for (const Work& w : exec->work)
+      if (CUresult r = w(); r != kSuccess) return r;
+    return kSuccess;
+  });
+}
+
+KILN_FAKE_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  if (!exec) return kInvalidHandle;
+  delete exec;
+  return kSuccess;
+}
+
+KILN_FAKE_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
+  if (!graph) return kInvalidHandle;
+  delete graph;
+  return kSuccess;
+}
+
+// For tests: how many CUDA graphs ran so far.
+KILN_FAKE_EXPORT int kiln_fake_cuda_graph_launches() {
+  return graph_launches.load();
 }
 
 // For tests: the device memory kiln holds from the driver right now.
@@ -421,5 +564,9 @@ KILN_FAKE_SAME(cuStreamSynchronize); KILN_FAKE_SAME(cuStreamQuery);
 KILN_FAKE_SAME(cuStreamWaitEvent); KILN_FAKE_SAME(cuEventElapsedTime);
 KILN_FAKE_SAME(cuMemHostAlloc); KILN_FAKE_SAME(cuMemFreeHost); KILN_FAKE_SAME(cuMemcpyHtoDAsync_v2);
 KILN_FAKE_SAME(cuMemcpyDtoHAsync_v2); KILN_FAKE_SAME(cuLaunchKernel);
+KILN_FAKE_SAME(cuStreamBeginCapture_v2); KILN_FAKE_SAME(cuStreamEndCapture);
+KILN_FAKE_SAME(cuStreamIsCapturing); KILN_FAKE_SAME(cuGraphInstantiateWithFlags);
+KILN_FAKE_SAME(cuGraphLaunch); KILN_FAKE_SAME(cuGraphExecDestroy); KILN_FAKE_SAME(cuGraphDestroy);
+KILN_FAKE_SAME(cuLaunchHostFunc);
 #undef KILN_FAKE_SAME
 // clang-format on

@@ -49,7 +49,9 @@ std::string without(std::string s, const std::string& word) {
 }
 
 // The launcher of each `KILN_KERNEL void name(parameters) {` in `source`: a pointer parameter
-// gets the host address of the device pointer in its slot, any other its slot's value.
+// gets the host address of the device pointer in its slot, any other its slot's value. Beside
+// it, `<kernel>__kiln_param_sizes`: the parameter count, then each one's size, which the fake
+// driver needs to copy the parameters of a launch it records into a CUDA graph.
 std::string launchers(const std::string& source) {
   std::string out;
   const std::string marker = "KILN_KERNEL void ";
@@ -62,13 +64,14 @@ std::string launchers(const std::string& source) {
     std::vector<std::string> parameters;
     std::stringstream list(source.substr(open + 1, close - open - 1));
     for (std::string p; std::getline(list, p, ',');) parameters.push_back(trimmed(p));
-    std::string args;
+    std::string args, sizes = std::to_string(parameters.size());
     for (size_t k = 0; k < parameters.size(); ++k) {
       const std::string& p = parameters[k];
       const size_t name_at = p.find_last_of(" *&");
       const std::string type = without(p.substr(0, name_at + 1), "__restrict__");
       const std::string slot = "params[" + std::to_string(k) + "]";
       args += k ? ", " : "";
+      sizes += ", sizeof(" + type + ")";
       if (type.find('*') != std::string::npos)
         args += "(" + type + ")to_host(*(void* const*)" + slot + ")";
       else
@@ -76,6 +79,7 @@ std::string launchers(const std::string& source) {
     }
     out += "extern \"C\" void " + name + "__kiln_launch(void** params, void* (*to_host)(void*)) {\n  " + name +
            "(" + args + ");\n}\n";
+    out += "extern \"C\" const unsigned long long " + name + "__kiln_param_sizes[] = {" + sizes + "};\n";
   }
   return out;
 }

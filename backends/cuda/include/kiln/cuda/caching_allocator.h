@@ -66,9 +66,16 @@ class CachingAllocator {
   // that stream's work queued up to deallocate().
   void record_stream(void* ptr, StreamId stream);
 
+  // Keeps `stream`'s pool for a CUDA graph captured on it (graph_capture.h): the graph's
+  // kernels have its blocks' addresses baked in, so its free blocks stay cached, out of
+  // empty_cache() and out of the release before an out-of-memory error, until release_pool.
+  void keep_pool(StreamId stream);
+  // Ends keep_pool(stream) and returns the pool's free blocks to the device.
+  void release_pool(StreamId stream);
+
   AllocatorStats stats() const;
   void reset_peak();
-  // Releases every cached block to the device (waiting for pending ones).
+  // Releases every cached block to the device (waiting for pending ones), except kept pools'.
   void empty_cache();
 
   // The size a request is rounded up to: 512-byte multiples below 1 MiB, 2 MiB multiples
@@ -98,6 +105,7 @@ class CachingAllocator {
   // Free blocks by stream, then size: a request takes the smallest that fits.
   std::map<StreamId, std::multimap<size_t, void*>> free_;
   std::vector<Pending> pending_;
+  std::set<StreamId> kept_pools_;
   AllocatorStats stats_;
 };
 

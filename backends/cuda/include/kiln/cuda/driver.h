@@ -20,6 +20,9 @@ using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+using CUhostFn = void (*)(void* data);
 
 // The CUresult values kiln tells apart; every other one is reported by its name.
 constexpr CUresult kSuccess = 0;
@@ -27,6 +30,10 @@ constexpr CUresult kOutOfMemory = 2;
 constexpr CUresult kStubLibrary = 34;  // the toolkit's libcuda stub, which only links
 constexpr CUresult kNoDevice = 100;
 constexpr CUresult kNotReady = 600;  // cuEventQuery: the event's work has not run yet
+// A stream capture met work that cannot be captured (a host synchronization), and the
+// capture it broke.
+constexpr CUresult kStreamCaptureUnsupported = 900;
+constexpr CUresult kStreamCaptureInvalidated = 901;
 
 // CUdevice_attribute values.
 constexpr int kAttrMultiprocessorCount = 16;
@@ -40,6 +47,13 @@ constexpr unsigned kEventDisableTiming = 2;
 constexpr unsigned kStreamNonBlocking = 1;
 // cuMemHostAlloc flag: the pinned memory is usable from every context.
 constexpr unsigned kMemHostAllocPortable = 1;
+
+// CUstreamCaptureMode: relaxed lets this thread and others call anything while a capture
+// runs (kiln's own guards keep host reads out of captures, failure_flag.h).
+constexpr int kStreamCaptureModeRelaxed = 2;
+// CUstreamCaptureStatus.
+constexpr int kStreamCaptureStatusNone = 0;
+constexpr int kStreamCaptureStatusActive = 1;
 
 // CUjit_option values for cuModuleLoadDataEx: where the PTX compiler writes its messages.
 constexpr int kJitInfoLogBuffer = 3;
@@ -92,6 +106,17 @@ struct Api {
                              unsigned grid_z, unsigned block_x, unsigned block_y,
                              unsigned block_z, unsigned shared_bytes, CUstream stream,
                              void** params, void** extra);
+  // CUDA graphs: capture a stream's work, instantiate it once, launch it as one unit.
+  CUresult (*cuStreamBeginCapture_v2)(CUstream stream, int mode);
+  CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph* graph);
+  CUresult (*cuStreamIsCapturing)(CUstream stream, int* status);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph,
+                                          unsigned long long flags);
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
+  // Host work in stream order (a host node when captured).
+  CUresult (*cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data);
 };
 
 // The outcome of loading a driver library: the API when it loaded and cuInit succeeded,

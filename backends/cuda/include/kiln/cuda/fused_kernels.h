@@ -50,15 +50,20 @@ LaunchGeometry launch_geometry(const FusedKernelInfo& kernel, std::span<const in
                                int multiprocessors);
 
 // What this thread has queued on GPUs so far: kernel launches (the generated kernels and the
-// eager ones, all through FusedKernelModule) and cuBLASLt calls. explain and `kiln bench` take
-// the difference around a call: its launches per call.
+// eager ones, all through FusedKernelModule), cuBLASLt calls, CUDA graph launches
+// (graph_capture.h) and copies and fills between buffers of a GPU. explain and `kiln bench`
+// take the difference around a call: its launches per call.
 struct LaunchCounts {
   uint64_t kernels = 0;
   uint64_t library_calls = 0;
+  uint64_t graphs = 0;
+  uint64_t copies = 0;
 };
 LaunchCounts launches_on_this_thread();
 namespace detail {
 void count_library_call();  // the GEMM's cuBLASLt calls
+void count_graph_launch();  // CapturedGraph::replay
+void count_copy();          // copy_on_device_async, fill_words_async
 }
 
 // A PTX module loaded on one GPU. The driver compiles the PTX for that GPU when it is loaded.

@@ -2,7 +2,8 @@
 // node loop (interp.h) runs every other node through the eager CUDA kernels, and each group
 // becomes one launch of its generated kernel on the current stream. The compiled backend
 // "cuda" runs its graphs here; so can a program that loads kernels made elsewhere, since
-// nothing here needs the code generator.
+// nothing here needs the code generator. Repeated calls are replayed as CUDA graphs
+// (graph_replay.h) unless set_graph_replay(false) or KILN_CUDA_GRAPHS=0 turns that off.
 //
 //   GraphRunner runner(graph, [&](const std::string& name, std::span<void* const> buffers,
 //                                 std::span<const int64_t> dims) {
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "kiln/backends/backend.h"
+#include "kiln/cuda/exec/graph_replay.h"
 #include "kiln/cuda/fused_kernels.h"
 #include "kiln/ir/graph.h"
 
@@ -64,9 +66,15 @@ class GraphRunner : public backends::Executable {
   // Random ops replay the positions their attributes hold (segments, see interp.h). Set it
   // before the first run.
   void set_replay_recorded_random(bool replay);
-  // What the latest run queued: "9 launches per call (3 generated kernels, 4 eager kernels,
-  // 2 cuBLASLt calls)"; empty before the first run.
+  // Replays repeated calls as CUDA graphs (on unless KILN_CUDA_GRAPHS=0). Set it before the
+  // first run.
+  void set_graph_replay(bool on);
+  // What the latest uncaptured run queued, and how calls are replayed: "9 launches per call
+  // (3 generated kernels, 4 eager kernels, 2 cuBLASLt calls); replayed as a CUDA graph (...)"
+  // (GraphReplay::summary); empty before the first run.
   std::string launch_summary() const;
+  // How many calls were CUDA graph replays.
+  uint64_t graph_replays() const { return replay_ ? replay_->replays() : 0; }
 
   // A fusion group's kernel and how its iteration dims follow from the group's shape.
   struct Group {
@@ -76,6 +84,8 @@ class GraphRunner : public backends::Executable {
   };
 
  private:
+  // One call through the node loop (uncaptured, or being captured).
+  std::vector<Tensor> run_nodes(std::span<const Tensor> inputs);
   void run_group(const ir::Node& node, std::span<const Tensor> operands,
                  std::span<const int64_t> symbols, std::span<Tensor> results) const;
 
@@ -88,6 +98,8 @@ class GraphRunner : public backends::Executable {
   std::once_flag constants_placed_;
   std::vector<Tensor> placed_constants_;  // by input: a constant's data on its type's device
   std::unique_ptr<interp::Executable> node_loop_;
+  bool fresh_random_ = true;             // random ops draw new positions each call
+  std::unique_ptr<GraphReplay> replay_;  // null: every call runs the node loop
 };
 
 }  // namespace kiln::cuda::exec
