@@ -1,5 +1,6 @@
 // The thread pool. Algorithm: one job at a time, described in the pool itself (not on the
-// caller's stack). Publishing a job bumps a generation counter; the job's chunks are
+// caller's stack). Publishing a job closes the claim word, rewrites the description, and
+// opens the word under a new generation; the job's chunks are
 // claimed with a compare-and-swap on one word that holds the generation and the next
 // chunk, so a thread can only ever claim a chunk of the job it read, and a late or
 // descheduled worker never holds the caller up: the caller returns as soon as every chunk
@@ -44,7 +45,10 @@ constexpr auto kSpinTime = std::chrono::microseconds(500);
 using JobFn = std::function<void(int64_t, int64_t)>;
 
 // The claim word: generation in the high 32 bits, the next unclaimed chunk in the low 32.
+// Publishing a job takes two generations: the first closes the word (kClosed, more than any
+// job's chunk count) while the description is rewritten, the second opens the new job.
 constexpr uint64_t pack(uint64_t generation, uint64_t chunk) { return generation << 32 | chunk; }
+constexpr uint32_t kClosed = 0xffffffffu;
 constexpr uint32_t generation_of(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 constexpr uint32_t chunk_of(uint64_t word) { return static_cast<uint32_t>(word); }
 
@@ -66,15 +70,20 @@ class Pool {
   void run(int64_t begin, int64_t end, int64_t chunk, int64_t chunks, const JobFn& fn) {
     std::lock_guard<std::mutex> submit(submit_mutex_);
     // No thread can be inside a chunk now (the previous job finished all of its chunks),
-    // so the description is ours to rewrite; a worker that reads it half-written fails
-    // its claim, because the generation it saw is no longer the current one.
-    fn_.store(&fn, std::memory_order_relaxed);
-    begin_.store(begin, std::memory_order_relaxed);
-    end_.store(end, std::memory_order_relaxed);
-    chunk_.store(chunk, std::memory_order_relaxed);
-    chunks_.store(chunks, std::memory_order_relaxed);
+    // so the description is ours to rewrite. Close the claim word first: the finished job's
+    // word is still current, and a worker that read it and then this job's larger chunk
+    // count would otherwise claim a chunk "past the end" of the old job, running a mix of
+    // the two descriptions. A worker that reads a description value written here (acquire)
+    // sees the closed word or a later one, so its claim fails.
+    const uint32_t closed = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
+    claim_.store(pack(closed, kClosed), std::memory_order_seq_cst);
+    fn_.store(&fn, std::memory_order_release);
+    begin_.store(begin, std::memory_order_release);
+    end_.store(end, std::memory_order_release);
+    chunk_.store(chunk, std::memory_order_release);
+    chunks_.store(chunks, std::memory_order_release);
     finished_.store(0, std::memory_order_relaxed);
-    const uint32_t generation = generation_of(claim_.load(std::memory_order_relaxed)) + 1;
+    const uint32_t generation = closed + 1;
     claim_.store(pack(generation, 0), std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       { std::lock_guard<std::mutex> lock(mutex_); }
@@ -97,11 +106,11 @@ class Pool {
       uint64_t word = claim_.load(std::memory_order_acquire);
       // Read after the acquire, the description is this generation's or, should a newer job
       // have replaced it meanwhile, the claim below fails and nothing read is used.
-      const JobFn* fn = fn_.load(std::memory_order_relaxed);
-      const int64_t begin = begin_.load(std::memory_order_relaxed);
-      const int64_t end = end_.load(std::memory_order_relaxed);
-      const int64_t chunk = chunk_.load(std::memory_order_relaxed);
-      const int64_t chunks = chunks_.load(std::memory_order_relaxed);
+      const JobFn* fn = fn_.load(std::memory_order_acquire);
+      const int64_t begin = begin_.load(std::memory_order_acquire);
+      const int64_t end = end_.load(std::memory_order_acquire);
+      const int64_t chunk = chunk_.load(std::memory_order_acquire);
+      const int64_t chunks = chunks_.load(std::memory_order_acquire);
       if (generation_of(word) != generation || chunk_of(word) >= chunks) break;
       if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
