@@ -26,6 +26,7 @@
 #include "kiln/cuda/codegen/emulation.h"
 #include "kiln/cuda/codegen/toolkit.h"
 #include "kiln/cuda/compiler/cuda_backend.h"
+#include "kiln/cuda/exec/gemm_epilogue.h"
 #include "kiln/cuda/graph_capture.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/kiln.h"
@@ -99,20 +100,28 @@ TEST(CudaCompiledGraph, FusionGroupsBecomeOnePtxModuleThatPtxasAssembles) {
   std::string log;
   std::unique_ptr<CompiledGraph> compiled = compile_without_gpu(kBlock, &log);
   const cuda::compiler::CompileStats& stats = compiled->stats();
-  // bias, scale, tanh and the softmax in one row group, the ReLU an elementwise group; the
-  // matmuls stay eager nodes (cuBLASLt). The softmax's decomposition adds a host scalar (1).
-  EXPECT_EQ(stats.kernels, 2) << ir::print_graph(compiled->optimized_graph());
-  EXPECT_EQ(stats.fused_ops, 10);
-  EXPECT_EQ(stats.other_nodes, 2);
+  // bias, scale, tanh and the softmax in one row group; the first matmul stays an eager node
+  // (cuBLASLt), the second and its ReLU become one cuBLASLt call with a ReLU epilogue. The
+  // softmax's decomposition adds a host scalar (1).
+  const std::string text = ir::print_graph(compiled->optimized_graph());
+  EXPECT_EQ(stats.kernels, 1) << text;
+  EXPECT_EQ(stats.fused_ops, 9);
+  EXPECT_EQ(stats.gemm_epilogues, 1);
+  EXPECT_EQ(stats.other_nodes, 1);
   EXPECT_EQ(stats.host_scalars, 2);
   EXPECT_EQ(stats.chip, "sm_90");
+  const ir::Node& last = *compiled->optimized_graph().nodes().back();
+  std::optional<cuda::exec::GemmGroup> gemm = cuda::exec::gemm_group(last);
+  ASSERT_TRUE(gemm) << text;
+  EXPECT_FALSE(gemm->bias);
+  EXPECT_EQ(gemm->activation, cuda::GemmActivation::Relu);
+  EXPECT_NE(text.find("{kind=\"gemm\"}"), std::string::npos) << text;
   const cuda::codegen::PtxModule& ptx = compiled->ptx();
-  ASSERT_EQ(ptx.kernels.size(), 2u);
+  ASSERT_EQ(ptx.kernels.size(), 1u);
   EXPECT_EQ(ptx.kernels[0].kind, cuda::FusedKernelKind::Rows);
-  EXPECT_EQ(ptx.kernels[1].kind, cuda::FusedKernelKind::Elementwise);
   for (const cuda::FusedKernelInfo& k : ptx.kernels)
     EXPECT_NE(ptx.ptx.find(".entry " + k.name), std::string::npos) << k.name;
-  EXPECT_NE(log.find("fused_1"), std::string::npos) << log;  // ptxas -v names each kernel
+  EXPECT_NE(log.find("fused_0"), std::string::npos) << log;  // ptxas -v names each kernel
   // What a loader derives from the graph alone (kiln_rt) is what the generator reported.
   std::vector<cuda::FusedKernelInfo> derived = cuda::exec::fused_kernel_infos(compiled->optimized_graph());
   ASSERT_EQ(derived.size(), ptx.kernels.size());
@@ -123,7 +132,8 @@ TEST(CudaCompiledGraph, FusionGroupsBecomeOnePtxModuleThatPtxasAssembles) {
     EXPECT_EQ(derived[i].dims, ptx.kernels[i].dims) << i;
   }
   std::string summary = compiled->summary();
-  for (const char* part : {"passes ", "ptx ", "load ", "2 kernels (10 ops)", "2 other nodes",
+  for (const char* part : {"passes ", "ptx ", "load ", "1 kernels (9 ops)", "1 GEMM epilogues",
+                           "1 other nodes",
                            "2 host scalars moved to the GPU", "; sm_90"})
     EXPECT_NE(summary.find(part), std::string::npos) << part << " in " << summary;
   // The scalar the group reads is now a constant on the GPU, in the group's region too (its
@@ -137,6 +147,41 @@ TEST(CudaCompiledGraph, FusionGroupsBecomeOnePtxModuleThatPtxasAssembles) {
     }
   EXPECT_EQ(constants, 2);
   ir::verify(g);
+}
+
+// A linear layer x · wᵀ + b followed by `act` (an op line reading %5, writing %6; empty: none),
+// and whether the compiler makes its bias and activation a cuBLASLt epilogue.
+std::string linear_then(const std::string& act, const std::string& bias_type = "float32[6]",
+                        const std::string& dtype = "float32") {
+  return "graph linear {\n  input %0 \"x\": " + dtype + "[4, 5]@cuda:0\n  param %1 \"w\": " +
+         dtype + "[6, 5]@cuda:0\n  param %2 \"b\": " + bias_type +
+         "@cuda:0\n  %3: " + dtype + "[5, 6]@cuda:0 = permute(%1) {dims=[1, 0]}\n  %4: " + dtype +
+         "[4, 6]@cuda:0 = matmul(%0, %3) {}\n  %5: " + dtype +
+         "[4, 6]@cuda:0 = add(%4, %2) {}\n" + (act.empty() ? "" : "  " + act + "\n") +
+         "  return " + (act.empty() ? "%5" : "%6") + "\n}";
+}
+
+TEST(CudaCompiledGraph, ALinearLayersBiasAndActivationBecomeItsGemmsEpilogue) {
+  REQUIRE_TOOLKIT();
+  init();
+  auto epilogues = [](const std::string& ir) {
+    std::unique_ptr<CompiledGraph> compiled = compile_without_gpu(ir.c_str());
+    ir::verify(compiled->optimized_graph());
+    return compiled->stats().gemm_epilogues;
+  };
+  EXPECT_EQ(epilogues(linear_then("")), 1);
+  EXPECT_EQ(epilogues(linear_then("%6: float32[4, 6]@cuda:0 = relu(%5) {}")), 1);
+  EXPECT_EQ(epilogues(linear_then("%6: float32[4, 6]@cuda:0 = gelu(%5) {tanh=true}")), 1);
+  EXPECT_EQ(epilogues(linear_then("", "float64[6]", "float64")), 1);
+  // What cuBLASLt cannot do: GELU with erf, a bias that is not one value per column, more ops.
+  EXPECT_EQ(epilogues(linear_then("%6: float32[4, 6]@cuda:0 = gelu(%5) {tanh=false}")), 0);
+  EXPECT_EQ(epilogues(linear_then("", "float32[1, 6]")), 0);
+  EXPECT_EQ(epilogues(linear_then("%6: float32[4, 6]@cuda:0 = tanh(%5) {}")), 0);
+  EXPECT_EQ(epilogues(linear_then("%6: float32[4, 6]@cuda:0 = mul(%5, %4) {}")), 0);
+  // The product also returned: the matmul must stay.
+  std::string returned = linear_then("");
+  returned.replace(returned.find("  return %5"), 11, "  return %5, %4");
+  EXPECT_EQ(epilogues(returned), 0);
 }
 
 TEST(CudaCompiledGraph, DynamicDimsStayKernelParameters) {
@@ -335,6 +380,36 @@ TEST(CudaCompiled, RepeatedCallsReplayAsOneCudaGraphAndReturnFreshTensors) {
   Tensor x = randn({16, 24}).to(kCUDA);
   expect_close(compiled(x), (*model)(x), 1e-5, 1e-5, "after the bias changed");
   EXPECT_EQ(explain(compiled).graph_count(), 1u);
+}
+
+struct Mlp : nn::Module {
+  nn::ModulePtr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(12, 32));
+  nn::ModulePtr<nn::Linear> fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 16));
+  nn::ModulePtr<nn::Linear> fc3 = register_module("fc3", std::make_shared<nn::Linear>(16, 3));
+  Tensor forward(const Tensor& x) override {
+    return fc3(gelu(fc2(relu(fc1(x))), GeluApproximation::Tanh));
+  }
+};
+
+TEST(CudaCompiled, LinearLayersRunAsGemmsWithTheirBiasAndActivationAsEpilogues) {
+  REQUIRE_COMPILED_GPU();
+  manual_seed(7);
+  auto model = std::make_shared<Mlp>();
+  Tensor x = randn({9, 12});
+  Tensor on_cpu = (*model)(x);
+  model->to(kCUDA);
+  NoGradGuard no_grad;
+  auto compiled = compile(model, {.backend = gpu_backend()});
+  Tensor xg = x.to(kCUDA);
+  for (int call = 0; call < 3; ++call)
+    expect_close(compiled(xg).to(kCPU), on_cpu, 1e-4, 1e-5, "call " + std::to_string(call));
+  std::string note = backend_note(explain(compiled));
+  // fc1 + ReLU, fc2 + GELU and fc3 + its bias: three cuBLASLt calls and nothing else.
+  EXPECT_NE(note.find("0 kernels (0 ops), 3 GEMM epilogues"), std::string::npos) << note;
+  EXPECT_NE(note.find("3 launches per call (0 generated kernels, 0 eager kernels, 3 cuBLASLt "
+                      "calls)"),
+            std::string::npos)
+      << note;
 }
 
 struct Lookup : nn::Module {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/generated_kernels.h"
+#include "cuda/requirements.h"
 #include "kiln/cuda/cublaslt.h"
 #include "kiln/cuda/integer_gemm.h"
 #include "kiln/kiln.h"
@@ -160,6 +161,52 @@ TEST(CudaCublasLt, AMissingPathOrALibraryThatIsNotCublasLtIsNamed) {
   EXPECT_EQ(wrong.api, nullptr);
   EXPECT_NE(wrong.unavailable_reason.find("libm.so.6 has no cublasLtCreate"), std::string::npos)
       << wrong.unavailable_reason;
+}
+
+// matmul_with_epilogue against the CPU's act(a · b + bias), for each epilogue cuBLASLt has,
+// with the weight read transposed as a Linear layer's is.
+TEST(CudaGemmEpilogue, AddsTheBiasAndAppliesTheActivationAsTheProductIsStored) {
+  REQUIRE_GPU();
+  manual_seed(11);
+  Tensor a = randn({5, 7}), w = randn({3, 7}), bias = randn({3});
+  Tensor ag = a.to(kCUDA), wt = w.to(kCUDA).transpose(0, 1), bg = bias.to(kCUDA);
+  const Tensor product = matmul(a, w.transpose(0, 1));
+  struct Case {
+    const char* name;
+    bool bias;
+    GemmActivation activation;
+    Tensor want;
+  } cases[] = {
+      {"bias", true, GemmActivation::None, product + bias},
+      {"relu(bias)", true, GemmActivation::Relu, relu(product + bias)},
+      {"gelu_tanh(bias)", true, GemmActivation::GeluTanh,
+       gelu(product + bias, GeluApproximation::Tanh)},
+      {"relu", false, GemmActivation::Relu, relu(product)},
+      {"gelu_tanh", false, GemmActivation::GeluTanh, gelu(product, GeluApproximation::Tanh)},
+  };
+  for (const Case& c : cases) {
+    Tensor out = Tensor::empty({5, 3}, kFloat32, kCUDA);
+    GemmEpilogue epilogue;
+    if (c.bias) epilogue.bias = bg;
+    epilogue.activation = c.activation;
+    matmul_with_epilogue(ag, wt, epilogue, out);
+    EXPECT_EQ(count_mismatches(out.to(kCPU).to_vector<double>(), c.want.to_vector<double>(), 1e-4,
+                               1e-5, c.name),
+              0);
+  }
+}
+
+TEST(CudaGemmEpilogue, OneOfTheWrongShapeOrDtypeIsRefused) {
+  REQUIRE_GPU();
+  Tensor a = ones({4, 2}).to(kCUDA), b = ones({2, 3}).to(kCUDA);
+  Tensor out = Tensor::empty({4, 3}, kFloat32, kCUDA);
+  GemmEpilogue wrong;
+  wrong.bias = ones({4}).to(kCUDA);  // one per row, not per column
+  expect_error([&] { matmul_with_epilogue(a, b, wrong, out); },
+               {"[matmul_with_epilogue] expected a contiguous float32[3] bias on cuda:0",
+                "got float32[4]."});
+  expect_error([&] { matmul_with_epilogue(a, ones({3, 3}).to(kCUDA), {}, out); },
+               {"expected a [M, K] · b [K, N] into a contiguous [M, N], got [4, 2] · [3, 3]"});
 }
 
 }  // namespace

@@ -48,7 +48,9 @@ TEST(GpuExport, WritesPtxAndACubinForSm90WithoutAGpu) {
   REQUIRE_TOOLKIT();
   if (cuda::is_available()) GTEST_SKIP() << "a GPU is present: the export would check on it";
   manual_seed(0);
-  std::shared_ptr<nn::Module> model = models::build(models::FashionMLPConfig{12, 16, 5, 0.3});
+  // A residual block: its up Linear and ReLU become a GEMM epilogue, the down Linear's bias
+  // and the residual add a generated kernel.
+  std::shared_ptr<nn::Module> model = models::build(models::MLPConfig{12, 16, 1, 5});
   model->eval();
   ScratchDir scratch("gpu");
   ExportOptions options;
@@ -81,12 +83,11 @@ TEST(GpuExport, WritesPtxAndACubinForSm90WithoutAGpu) {
                 "Fix: run it on a machine with an NVIDIA GPU of compute capability 9.0 or newer"});
 }
 
-// A model whose graph has no fusion group (a bias-free linear layer and a reshape): the fake
-// driver runs every node of it.
+// A model whose graph has no generated kernel (a linear layer whose bias and ReLU become its
+// GEMM's epilogue, and a reshape): the fake driver runs every node of it.
 struct Projection : nn::Module {
-  nn::ModulePtr<nn::Linear> proj =
-      register_module("proj", std::make_shared<nn::Linear>(12, 6, /*bias=*/false));
-  Tensor forward(const Tensor& x) override { return proj(x).reshape({-1, 2, 3}); }
+  nn::ModulePtr<nn::Linear> proj = register_module("proj", std::make_shared<nn::Linear>(12, 6));
+  Tensor forward(const Tensor& x) override { return relu(proj(x)).reshape({-1, 2, 3}); }
 };
 
 struct Capability {  // the compute capability the fake driver reports, for one test
@@ -107,8 +108,10 @@ TEST(CudaArtifact, RunsThroughKilnRtOnTheGpu) {
   ExportResult r = export_model(model, {randn({4, 12})}, scratch.path("m.kiln"), options);
   EXPECT_EQ(r.unchecked, "");  // checked on the GPU
   EXPECT_LE(r.max_abs_diff, 1e-5);
+  EXPECT_NE(read_text(scratch.path("m.kiln/graph0.kir")).find("kind=\"gemm\""), std::string::npos);
   kiln_rt::Model rt(scratch.path("m.kiln"));
-  for (int64_t batch : {1, 3, 7}) {
+  // Three calls per batch size: uncaptured, captured as a CUDA graph and replayed, replayed.
+  for (int64_t batch : {1, 3, 7, 3, 3, 1, 1}) {
     Tensor x = randn({batch, 12});
     NoGradGuard no_grad;
     Tensor want = (*model)(x);

@@ -11,7 +11,9 @@
 #include "kiln/error.h"
 #include "kiln/interp/interp.h"
 #include "kiln/ir/symbols.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/fused.h"
+#include "kiln/ops/linalg.h"
 #include "kiln/ops/view.h"
 #include "kiln/ops/to_device.h"
 
@@ -25,6 +27,16 @@ struct GroupLaunches {
   uint64_t kernels = 0;
 };
 thread_local GroupLaunches group_launches;
+
+void collect_gemm_groups(const ir::Graph& g, std::unordered_map<const ir::Node*, GemmGroup>& out) {
+  for (const auto& node : g.nodes()) {
+    if (std::optional<GemmGroup> gemm = gemm_group(*node)) {
+      out[node.get()] = *gemm;
+      continue;
+    }
+    for (const auto& region : node->regions) collect_gemm_groups(*region, out);
+  }
+}
 }  // namespace
 
 std::vector<FusedKernelInfo> fused_kernel_infos(const ir::Graph& graph) {
@@ -52,6 +64,7 @@ GraphRunner::GraphRunner(std::shared_ptr<const ir::Graph> graph, FusedLauncher l
   for (size_t i = 0; i < fused.size(); ++i)
     groups_[fused[i]] = {cpu::exec::fused_kernel_name(i), cpu::exec::fused_iteration_shape(*fused[i]),
                          cpu::exec::fused_dim_groups(*fused[i])};
+  collect_gemm_groups(*graph_, gemm_groups_);
   node_loop_ = std::make_unique<interp::Executable>(graph_);
   node_loop_->set_fused_runner([this](const ir::Node& node, std::span<const Tensor> operands,
                                       std::span<const int64_t> symbols, std::span<Tensor> results) {
@@ -125,6 +138,10 @@ std::string GraphRunner::launch_summary() const {
 
 void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operands,
                             std::span<const int64_t> symbols, std::span<Tensor> results) const {
+  if (auto gemm = gemm_groups_.find(&node); gemm != gemm_groups_.end()) {
+    run_gemm_group(node, gemm->second, operands, symbols, results);
+    return;
+  }
   const Group& group = groups_.at(&node);
   const Device device = node.outputs.at(0)->type.device;
   // Operands dense on the group's device: a host scalar fed at run time (a graph-breaking
@@ -166,6 +183,39 @@ void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operan
   launch_(group.kernel, buffers, dims);
   ++group_launches.groups;
   group_launches.kernels += launches_on_this_thread().kernels - kernels_before;
+}
+
+void GraphRunner::run_gemm_group(const ir::Node& node, const GemmGroup& gemm,
+                                 std::span<const Tensor> operands,
+                                 std::span<const int64_t> symbols,
+                                 std::span<Tensor> results) const {
+  const ir::Type& t = node.outputs.at(0)->type;
+  Shape shape;
+  for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
+  results[0] = Tensor::empty(shape, t.dtype, t.device);
+  GemmEpilogue epilogue;
+  epilogue.activation = gemm.activation;
+  if (gemm.bias) {
+    const Tensor& bias = operands[2];
+    epilogue.bias = bias.is_contiguous() ? bias : dispatch1(ops::clone, TensorSpan(&bias, 1));
+  }
+  if (operands[0].size(1) == 0) {
+    // An empty sum, which cuBLASLt does not take: the epilogue of zeros, by the eager ops.
+    Tensor y = dispatch1(ops::matmul, operands.subspan(0, 2));
+    if (gemm.bias) {
+      const Tensor sum[2] = {y, operands[2]};
+      y = dispatch1(ops::add, TensorSpan(sum, 2));
+    }
+    if (gemm.activation == GemmActivation::Relu) y = dispatch1(ops::relu, TensorSpan(&y, 1));
+    if (gemm.activation == GemmActivation::GeluTanh) {
+      ops::GeluAttrs tanh;
+      tanh.tanh_approximation = true;
+      y = dispatch1(ops::gelu, TensorSpan(&y, 1), tanh);
+    }
+    results[0] = y;
+    return;
+  }
+  matmul_with_epilogue(operands[0], operands[1], epilogue, results[0]);
 }
 
 }  // namespace kiln::cuda::exec

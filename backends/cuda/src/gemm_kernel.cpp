@@ -78,9 +78,22 @@ cublaslt::MatrixLayout layout(const cublaslt::Api& api, int type, const GemmMatr
   return out;
 }
 
-void matmul_kernel(KernelCall& c) {
-  Tensor a = c.inputs[0], b = c.inputs[1];
-  const Tensor& out = c.outputs[0];
+// The epilogue attribute for `e` (kEpilogueDefault when it has none).
+uint32_t epilogue_mode(const GemmEpilogue& e) {
+  const bool bias = e.bias.defined();
+  switch (e.activation) {
+    case GemmActivation::Relu:
+      return bias ? cublaslt::kEpilogueReluBias : cublaslt::kEpilogueRelu;
+    case GemmActivation::GeluTanh:
+      return bias ? cublaslt::kEpilogueGeluBias : cublaslt::kEpilogueGelu;
+    case GemmActivation::None:
+      break;
+  }
+  return bias ? cublaslt::kEpilogueBias : cublaslt::kEpilogueDefault;
+}
+
+// out = epilogue(a · b), queued on the current stream; `epilogue` null for a plain matmul.
+void run_gemm(Tensor a, Tensor b, const Tensor& out, const GemmEpilogue* epilogue) {
   const DType dtype = out.dtype();
   if (dtype == kInt32 || dtype == kInt64) {
     integer_matmul(a, b, out);
@@ -119,6 +132,17 @@ void matmul_kernel(KernelCall& c) {
         "cublasLtMatmulDescSetAttribute(TRANSA)");
   check(api.cublasLtMatmulDescSetAttribute(g.desc, cublaslt::kDescTransB, &trans_y, sizeof(trans_y)),
         "cublasLtMatmulDescSetAttribute(TRANSB)");
+  if (epilogue) {
+    // D is the column-major Cᵀ: its rows are out's columns, one bias element each.
+    const uint32_t mode = epilogue_mode(*epilogue);
+    check(api.cublasLtMatmulDescSetAttribute(g.desc, cublaslt::kDescEpilogue, &mode, sizeof(mode)),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    if (epilogue->bias.defined()) {
+      const void* bias = epilogue->bias.raw_data();
+      check(api.cublasLtMatmulDescSetAttribute(g.desc, cublaslt::kDescBiasPointer, &bias, sizeof(bias)),
+            "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+    }
+  }
   g.x = layout(api, type, plan.x, plan.batch);
   g.y = layout(api, type, plan.y, plan.batch);
   g.d = layout(api, type, plan.d, plan.batch);
@@ -160,7 +184,33 @@ void matmul_kernel(KernelCall& c) {
   if (workspace) allocator.deallocate(workspace);
 }
 
+void matmul_kernel(KernelCall& c) { run_gemm(c.inputs[0], c.inputs[1], c.outputs[0], nullptr); }
+
 }  // namespace
+
+void matmul_with_epilogue(const Tensor& a, const Tensor& b, const GemmEpilogue& epilogue,
+                          const Tensor& out) {
+  const DType dtype = out.dtype();
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && a.size(1) == b.size(0) &&
+                 out.size(0) == a.size(0) && out.size(1) == b.size(1) && out.is_contiguous(),
+             "[matmul_with_epilogue] expected a [M, K] · b [K, N] into a contiguous [M, N], got ",
+             shape_str(a.sizes()), " · ", shape_str(b.sizes()), " into ", shape_str(out.sizes()),
+             ". Fix: flatten batch dims into M first.");
+  KILN_CHECK((dtype == kFloat32 || dtype == kFloat64) && a.dtype() == dtype && b.dtype() == dtype,
+             "[matmul_with_epilogue] expected float32 or float64 operands of one dtype, got ",
+             a.dtype(), " · ", b.dtype(), " into ", dtype, ".");
+  const Tensor& bias = epilogue.bias;
+  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out.size(1) &&
+                                 bias.dtype() == dtype && bias.device() == out.device() &&
+                                 bias.is_contiguous()),
+             "[matmul_with_epilogue] expected a contiguous ", dtype_name(dtype), "[",
+             out.size(1), "] bias on ", out.device(), ", got ",
+             bias.defined() ? bias.type_str() : std::string("none"), ".");
+  if (out.numel() == 0) return;
+  KILN_CHECK(a.size(1) > 0, "[matmul_with_epilogue] expected K > 0, got an empty sum. Fix: "
+             "compute the epilogue of zeros without a GEMM.");
+  run_gemm(a, b, out, &epilogue);
+}
 
 void set_allow_tf32(bool allow) {
   g_allow_tf32.store(allow, std::memory_order_relaxed);

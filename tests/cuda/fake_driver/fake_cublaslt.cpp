@@ -4,6 +4,7 @@
 // leading dimensions, transposes, strided batches, float32 and float64, on the fake driver's
 // device memory (fake_memory.h). With the TF32 compute type the inputs are rounded to TF32's
 // 10-bit mantissa first, as the tensor cores do, so allow_tf32 changes results as on a GPU.
+// Epilogues (bias per row of D, ReLU, tanh-approximated GELU) apply as D is stored.
 // Calls run synchronously, like everything on the fake driver, except on a stream that captures
 // a CUDA graph: there the call is recorded (through the driver's cuLaunchHostFunc) and runs
 // when the graph does.
@@ -34,6 +35,8 @@ struct kiln::cuda::cublaslt::cublasLtContext {};
 struct kiln::cuda::cublaslt::cublasLtMatmulDescOpaque_t {
   int compute = 0;
   int32_t trans_a = kOpN, trans_b = kOpN;
+  uint32_t epilogue = kEpilogueDefault;
+  const void* bias = nullptr;  // device memory, one element per row of D
 };
 struct kiln::cuda::cublaslt::cublasLtMatrixLayoutOpaque_t {
   int type = 0;
@@ -61,6 +64,15 @@ double element(const T* m, const cublasLtMatrixLayoutOpaque_t& layout, bool tran
   return f;
 }
 
+// The epilogue of `desc` on element `v` of row `row` of D.
+template <class T>
+double epilogue(const cublasLtMatmulDescOpaque_t& desc, double v, uint64_t row) {
+  if (desc.epilogue & kEpilogueBias) v += kiln::cuda::fake::host_address<const T>(desc.bias)[row];
+  if (desc.epilogue & kEpilogueRelu) v = v > 0 ? v : 0;
+  if (desc.epilogue & kEpilogueGelu) v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  return v;
+}
+
 template <class T>
 void multiply(const cublasLtMatmulDescOpaque_t& desc, double alpha, const T* a,
               const cublasLtMatrixLayoutOpaque_t& al, const T* b, const cublasLtMatrixLayoutOpaque_t& bl,
@@ -79,7 +91,7 @@ void multiply(const cublasLtMatmulDescOpaque_t& desc, double alpha, const T* a,
         double sum = 0;
         for (uint64_t p = 0; p < k; ++p) sum += element(ab, al, ta, i, p, tf32) * element(bb, bl, tb, p, j, tf32);
         const double prior = beta != 0 ? beta * cb[i + j * cl.ld] : 0;  // beta = 0 ignores C, NaN or not
-        db[i + j * dl.ld] = static_cast<T>(alpha * sum + prior);
+        db[i + j * dl.ld] = static_cast<T>(epilogue<T>(desc, alpha * sum + prior, i));
       }
     }
   }
@@ -153,9 +165,16 @@ KILN_FAKE_EXPORT Status cublasLtMatmulDescDestroy(MatmulDesc desc) {
 // Only the attributes kiln sets; anything else is refused, so a new one shows up in tests.
 KILN_FAKE_EXPORT Status cublasLtMatmulDescSetAttribute(MatmulDesc desc, int attribute, const void* value,
                                                        size_t bytes) {
-  if (!desc || !value || bytes != sizeof(int32_t)) return kInvalidValue;
+  if (!desc || !value) return kInvalidValue;
+  if (attribute == kDescBiasPointer) {
+    if (bytes != sizeof(void*)) return kInvalidValue;
+    std::memcpy(&desc->bias, value, bytes);
+    return kSuccess;
+  }
+  if (bytes != sizeof(int32_t)) return kInvalidValue;
   if (attribute == kDescTransA) std::memcpy(&desc->trans_a, value, bytes);
   else if (attribute == kDescTransB) std::memcpy(&desc->trans_b, value, bytes);
+  else if (attribute == kDescEpilogue) std::memcpy(&desc->epilogue, value, bytes);
   else return kNotSupported;
   return kSuccess;
 }

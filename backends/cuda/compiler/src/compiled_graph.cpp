@@ -1,5 +1,6 @@
 // The compiled GPU backend's compile steps: passes on a copy of the graph with the GPU's
-// fusion rules, the host scalar constants that fusion groups read placed on the GPU, one PTX
+// fusion rules, matmuls and their bias and activation made cuBLASLt epilogues (exec/
+// gemm_epilogue.h), the host scalar constants that fusion groups read placed on the GPU, one PTX
 // module for all the groups, loaded on the graph's GPU; then the GPU graph runner.
 #include <chrono>
 #include <sstream>
@@ -7,6 +8,7 @@
 #include "kiln/cpu/exec/plan.h"
 #include "kiln/cuda/compiler/cuda_backend.h"
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/exec/gemm_epilogue.h"
 #include "kiln/error.h"
 #include "kiln/ops/fused.h"
 
@@ -90,7 +92,9 @@ std::string CompileStats::str() const {
   os.precision(3);
   os << "passes " << passes.total_ms << " ms, ptx " << ptx_build_ms + ptx_lower_ms << " ms (build "
      << ptx_build_ms << ", lower " << ptx_lower_ms << "), load " << load_ms << " ms; " << kernels
-     << " kernels (" << fused_ops << " ops), " << other_nodes << " other nodes";
+     << " kernels (" << fused_ops << " ops), ";
+  if (gemm_epilogues) os << gemm_epilogues << " GEMM epilogues, ";
+  os << other_nodes << " other nodes";
   if (host_scalars) os << ", " << host_scalars << " host scalars moved to the GPU";
   if (frozen_parameters) os << ", " << frozen_parameters << " frozen parameters";
   if (!chip.empty()) os << "; " << chip;
@@ -133,6 +137,7 @@ CompiledGraph::Compiled CompiledGraph::compile(const ir::Graph& graph,
   stats.passes = passes::PassManager(options.pipeline, pipeline_options).run(*c.graph);
 
   const Device device = graph_device(*c.graph);
+  stats.gemm_epilogues = exec::fuse_gemm_epilogues(*c.graph);
   stats.host_scalars = place_group_scalars_on(*c.graph, device);
   std::vector<const ir::Node*> fused = cpu::exec::fused_nodes(*c.graph);
   stats.other_nodes = count_other_nodes(*c.graph);

@@ -29,7 +29,11 @@ constexpr int kCompute32F = 68, kCompute32FFastTF32 = 77, kCompute64F = 70;
 // cublasOperation_t
 constexpr int32_t kOpN = 0, kOpT = 1;
 // cublasLtMatmulDescAttributes_t
-constexpr int kDescTransA = 3, kDescTransB = 4;
+constexpr int kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBiasPointer = 8;
+// cublasLtEpilogue_t (uint32_t): what the GEMM applies to D as it stores it. The bias has one
+// element per row of D; GELU is the tanh approximation.
+constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4,
+                   kEpilogueReluBias = 6, kEpilogueGelu = 32, kEpilogueGeluBias = 36;
 // cublasLtMatrixLayoutAttribute_t
 constexpr int kLayoutBatchCount = 5, kLayoutStridedBatchOffset = 6;
 // cublasLtMatmulPreferenceAttributes_t

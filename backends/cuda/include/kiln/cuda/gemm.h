@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/shape.h"
+#include "kiln/tensor.h"
 
 namespace kiln::cuda {
 
@@ -45,6 +46,21 @@ struct GemmPlan {
 // broadcasting), out the contiguous [..., M, N].
 GemmPlan plan_gemm(IntList a_sizes, IntList a_strides, IntList b_sizes, IntList b_strides,
                    IntList out_sizes);
+
+// What cuBLASLt applies to a product as it stores it: out = activation(a · b + bias). The
+// backend cuda's "gemm" groups (kiln/cuda/exec/gemm_epilogue.h) run a Linear layer's bias and
+// activation this way instead of as a kernel of their own.
+enum class GemmActivation { None, Relu, GeluTanh };
+struct GemmEpilogue {
+  Tensor bias;  // [N], the product's dtype, on its GPU; undefined: no bias
+  GemmActivation activation = GemmActivation::None;
+};
+
+// out = epilogue(a · b): a [M, K] and b [K, N] float32 or float64 tensors on one GPU (views
+// with contiguous rows or columns go as they are), out the contiguous [M, N]. Queued on the
+// current stream. Throws kiln::Error naming what does not fit.
+void matmul_with_epilogue(const Tensor& a, const Tensor& b, const GemmEpilogue& epilogue,
+                          const Tensor& out);
 
 // Fills matmul's CUDA kernel slot (register_backend calls it).
 void register_gemm_kernels();

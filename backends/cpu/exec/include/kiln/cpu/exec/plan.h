@@ -32,9 +32,11 @@ struct FusedKernel {
   std::vector<std::vector<int>> dim_groups;  // iteration dims merged into each kernel dim
 };
 
-// The fusion groups (`fused` nodes) of `graph`, regions included, in the order their kernels
-// are numbered: the i-th is generated as fused_kernel_name(i) ("fused_0", ...). The JIT and
-// an exported model's kernel library use the same numbering.
+// The fusion groups (`fused` nodes) of `graph` that become generated kernels, regions
+// included, in the order their kernels are numbered: the i-th is generated as
+// fused_kernel_name(i) ("fused_0", ...). The JIT and an exported model's kernel library use
+// the same numbering. "gemm" groups (a GPU GEMM and its epilogue, kiln/cuda/exec/
+// gemm_epilogue.h) run as library calls and are left out.
 std::vector<const ir::Node*> fused_nodes(const ir::Graph& graph);
 std::string fused_kernel_name(size_t index);
 // The FusedKernel of every fusion group of `graph`, its function found by `lookup(name)`.

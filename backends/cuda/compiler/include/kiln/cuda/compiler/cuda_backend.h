@@ -65,6 +65,7 @@ struct CompileStats {
   passes::PassReport passes;
   int kernels = 0;          // generated kernels (fusion groups)
   int fused_ops = 0;        // ops inside them
+  int gemm_epilogues = 0;   // matmuls whose bias and activation cuBLASLt applies
   int other_nodes = 0;      // nodes run through eager kernels (cuBLASLt, views, ...)
   int host_scalars = 0;     // 0-d host constants read by a group, moved to the GPU
   int frozen_parameters = 0;
@@ -72,8 +73,8 @@ struct CompileStats {
   double load_ms = 0;   // loading the module on the GPU
   double total_ms = 0;  // passes + PTX + load
   std::string chip;     // what the PTX targets ("sm_90"); empty without groups
-  // "passes 0.4 ms, ptx 62 ms (build 3, lower 59), load 1 ms; 4 kernels (9 ops), 3 other
-  // nodes; sm_90"
+  // "passes 0.4 ms, ptx 62 ms (build 3, lower 59), load 1 ms; 4 kernels (9 ops), 2 GEMM
+  // epilogues, 3 other nodes; sm_90"
   std::string str() const;
 };
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kiln/backends/backend.h"
+#include "kiln/cuda/exec/gemm_epilogue.h"
 #include "kiln/cuda/exec/graph_replay.h"
 #include "kiln/cuda/fused_kernels.h"
 #include "kiln/ir/graph.h"
@@ -88,11 +89,16 @@ class GraphRunner : public backends::Executable {
   std::vector<Tensor> run_nodes(std::span<const Tensor> inputs);
   void run_group(const ir::Node& node, std::span<const Tensor> operands,
                  std::span<const int64_t> symbols, std::span<Tensor> results) const;
+  // A "gemm" group: one cuBLASLt call with the epilogue.
+  void run_gemm_group(const ir::Node& node, const GemmGroup& gemm,
+                      std::span<const Tensor> operands, std::span<const int64_t> symbols,
+                      std::span<Tensor> results) const;
 
   std::shared_ptr<const ir::Graph> graph_;
   FusedLauncher launch_;
   size_t caller_inputs_ = 0;
   std::unordered_map<const ir::Node*, Group> groups_;
+  std::unordered_map<const ir::Node*, GemmGroup> gemm_groups_;  // run by cuBLASLt
   std::atomic<bool> ran_{false};
   std::atomic<uint64_t> generated_{0}, eager_{0}, library_{0};  // the latest run's launches
   std::once_flag constants_placed_;
