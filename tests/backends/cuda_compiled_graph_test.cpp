@@ -418,7 +418,7 @@ struct Lookup : nn::Module {
   Tensor forward(const Tensor& ids) override { return relu(drop(embed(ids))) * 2.0; }
 };
 
-TEST(CudaCompiled, CallsThatCannotBeReplayedSayWhyAndRunAsBefore) {
+TEST(CudaCompiled, IndexChecksRunAfterEachReplayAndFreshRandomNumbersAreNotReplayed) {
   REQUIRE_COMPILED_GPU();
   manual_seed(6);
   auto model = std::make_shared<Lookup>();
@@ -426,26 +426,27 @@ TEST(CudaCompiled, CallsThatCannotBeReplayedSayWhyAndRunAsBefore) {
   model->eval();
   NoGradGuard no_grad;
   auto compiled = compile(model, {.backend = gpu_backend()});
-  // The embedding checks its indices on the host after its kernel: not capturable.
+  // The embedding checks its indices on the GPU; a replay reads the check back after it ran.
   for (int call = 0; call < 3; ++call) {
     Tensor ids = Tensor::from_vector<int64_t>({1, 4, 9, call}, {2, 2}).to(kCUDA);
     expect_close(compiled(ids), (*model)(ids), 1e-6, 1e-6, "call " + std::to_string(call));
   }
-  std::string line = replay_line(backend_note(explain(compiled)));
-  EXPECT_EQ(line.rfind("graph replay off: [cuda] could not capture the work as a CUDA graph: "
-                       "[cuda] reading a kernel's failure flag back to the host",
-                       0),
+  EXPECT_EQ(replay_line(backend_note(explain(compiled))).rfind("replayed as a CUDA graph (1 captured, 2 replays", 0),
             0u)
-      << line;
-  // Bad indices still fail with the eager kernel's message on every call.
-  Tensor bad = Tensor::from_vector<int64_t>({1, 12}, {2}).to(kCUDA);
-  EXPECT_THROW(compiled(bad), Error);
+      << backend_note(explain(compiled));
+  // A bad index in a replayed call fails with the eager kernel's message, and the next call
+  // replays as before.
+  Tensor bad = Tensor::from_vector<int64_t>({1, 12, 3, 4}, {2, 2}).to(kCUDA);
+  expect_error([&] { compiled(bad); },
+               {"[embedding] index 12 (element 1 of indices", "embedding table of 10 rows"});
+  Tensor ids = Tensor::from_vector<int64_t>({0, 1, 2, 3}, {2, 2}).to(kCUDA);
+  expect_close(compiled(ids), (*model)(ids), 1e-6, 1e-6, "after the bad call");
   // Training mode: dropout draws new numbers per call, which a replay would repeat.
   model->train();
   auto trained = compile(model, {.backend = gpu_backend()});
-  Tensor ids = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {4}).to(kCUDA);
-  trained(ids);
-  trained(ids);
+  Tensor row = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {4}).to(kCUDA);
+  trained(row);
+  trained(row);
   EXPECT_EQ(replay_line(backend_note(explain(trained))),
             "graph replay off: dropout draws new random numbers each call, which a replay would "
             "repeat");

@@ -82,6 +82,29 @@ TEST(CudaGraphCapture, WorkThatWaitsOnTheHostIsRefusedAndTheStreamStaysUsable) {
   EXPECT_EQ(host_values(x * 3.0), std::vector<float>(4, 3.0f));
 }
 
+TEST(CudaGraphCapture, IndexChecksRunAfterEachReplayWithTheOpsMessage) {
+  REQUIRE_KERNELS();
+  NoGradGuard no_grad;
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {4}).to(kGpu);
+  Tensor index = Tensor::from_vector<int64_t>({3, 0}, {2}).to(kGpu);
+  Tensor warm = index_select(x, 0, index);
+  Tensor out;
+  CapturedGraph graph = CapturedGraph::capture(0, [&] { out = index_select(x, 0, index) * 2.0; });
+  EXPECT_EQ(graph.deferred_checks(), 1u);  // the range check's flag, read after each replay
+  graph.replay(current_stream(0));
+  graph.check_after_replay();
+  EXPECT_EQ(host_values(out), (std::vector<float>{8, 2}));
+  index.copy_(Tensor::from_vector<int64_t>({1, 7}, {2}).to(kGpu));
+  graph.replay(current_stream(0));
+  expect_error([&] { graph.check_after_replay(); },
+               {"[index_select] index 7 is out of range for dim 0 of size 4"});
+  index.copy_(Tensor::from_vector<int64_t>({2, 2}, {2}).to(kGpu));
+  graph.replay(current_stream(0));
+  graph.check_after_replay();  // the flag is reset by every replay
+  EXPECT_EQ(host_values(out), (std::vector<float>{6, 6}));
+  expect_error([] { defer_until_replayed([] {}); }, {"expected a CUDA graph capture on this thread"});
+}
+
 TEST(CudaGraphCapture, TheGraphKeepsItsMemoryUntilItIsDestroyed) {
   REQUIRE_KERNELS();
   NoGradGuard no_grad;

@@ -170,6 +170,9 @@ std::vector<Tensor> GraphReplay::replay(Captured& c, std::span<const Tensor> inp
   ++replays_;  // under the caller's lock
   copies_in_ = copies_in;
   copies_out_ = out.size();
+  // The kernels' checks (index ranges, targets), read back once the replay has run: a wait,
+  // as an uncaptured call has; a bad index throws its op's error here.
+  c.graph->check_after_replay();
   return out;
 }
 

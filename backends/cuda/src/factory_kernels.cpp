@@ -218,18 +218,16 @@ void bernoulli_kernel(KernelCall& c) {
   void* bad_pointer = bad.raw_data();
   launch_random(FactoryKernel::Bernoulli, "bernoulli", out, a.generator.get(), {&p_pointer, &p_step},
                 {&bad_pointer});
-  const std::optional<int64_t> first = first_failure(bad);
-  if (!first) [[likely]]
-    return;
-  const int64_t i = *first;
-  const Tensor bad_p = element(p, scalar ? 0 : i);  // a broadcast scalar's one element
-  std::ostringstream value;  // printed in p's dtype, as the CPU kernel prints it
-  if (p.dtype() == kFloat32)
-    value << bad_p.item<float>();
-  else
-    value << bad_p.item<double>();
-  KILN_FAIL("[bernoulli] expected every probability in [0, 1], got ", value.str(), " at element ", i,
-            ". Fix: clamp p with kiln::clamp(p, 0, 1), or pass probabilities rather than logits.");
+  check_failure(bad, [p, scalar](int64_t i) {
+    const Tensor bad_p = element(p, scalar ? 0 : i);  // a broadcast scalar's one element
+    std::ostringstream value;  // printed in p's dtype, as the CPU kernel prints it
+    if (p.dtype() == kFloat32)
+      value << bad_p.item<float>();
+    else
+      value << bad_p.item<double>();
+    KILN_FAIL("[bernoulli] expected every probability in [0, 1], got ", value.str(), " at element ", i,
+              ". Fix: clamp p with kiln::clamp(p, 0, 1), or pass probabilities rather than logits.");
+  });
 }
 
 void dropout_kernel(KernelCall& c) {

@@ -5,6 +5,7 @@
 
 #include "kiln/cuda/elementwise_kernels.h"
 #include "kiln/cuda/graph_capture.h"
+#include "kiln/error.h"
 
 namespace kiln::cuda {
 
@@ -21,6 +22,17 @@ std::optional<int64_t> first_failure(const Tensor& flag) {
   const int64_t element = flag.item<int64_t>();
   if (element == LLONG_MAX) return std::nullopt;
   return element;
+}
+
+void check_failure(const Tensor& flag, std::function<void(int64_t element)> report) {
+  if (!is_capturing(flag.device().index)) {
+    if (const std::optional<int64_t> element = first_failure(flag)) [[unlikely]]
+      report(*element);
+    return;
+  }
+  defer_until_replayed([flag, report = std::move(report)] {
+    if (const std::optional<int64_t> element = first_failure(flag)) report(*element);
+  });
 }
 
 }  // namespace kiln::cuda

@@ -24,6 +24,7 @@ using HostWork = std::shared_ptr<std::function<void()>>;
 struct ActiveCapture {
   int device;
   std::vector<HostWork>* host_work;  // what the graph keeps alive for its host nodes
+  std::vector<std::function<void()>>* checks;  // what runs after each replay
 };
 thread_local ActiveCapture* active_capture = nullptr;
 
@@ -53,6 +54,7 @@ struct CapturedGraph::State {
   driver::CUgraph graph = nullptr;
   driver::CUgraphExec exec = nullptr;
   std::vector<HostWork> host_work;
+  std::vector<std::function<void()>> checks;
 
   ~State() {
     const driver::Api& api = use_device(device);
@@ -84,7 +86,7 @@ CapturedGraph CapturedGraph::capture(int device, const std::function<void()>& wo
   driver::check(api,
                 api.cuStreamBeginCapture_v2(native(state->stream), driver::kStreamCaptureModeRelaxed),
                 "cuStreamBeginCapture", "check nvidia-smi; CUDA graphs need CUDA 11.4 or newer.");
-  ActiveCapture capture{device, &state->host_work};
+  ActiveCapture capture{device, &state->host_work, &state->checks};
   active_capture = &capture;
   std::string failure;
   try {
@@ -115,6 +117,18 @@ void CapturedGraph::replay(const Stream& stream) const {
   driver::check(api, api.cuGraphLaunch(state_->exec, native(stream)), "cuGraphLaunch",
                 "an earlier kernel may have failed (rerun with CUDA_LAUNCH_BLOCKING=1 to find "
                 "it).");
+}
+
+void CapturedGraph::check_after_replay() const {
+  for (const std::function<void()>& check : state_->checks) check();
+}
+
+size_t CapturedGraph::deferred_checks() const { return state_->checks.size(); }
+
+void defer_until_replayed(std::function<void()> check) {
+  KILN_CHECK(active_capture, "[cuda] defer_until_replayed: expected a CUDA graph capture on "
+             "this thread, found none. Fix: run the check at once outside a capture.");
+  active_capture->checks->push_back(std::move(check));
 }
 
 bool is_capturing(int device) {

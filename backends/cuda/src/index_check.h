@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "kiln/tensor.h"
@@ -14,9 +15,10 @@ struct BadIndex {
   int64_t element, value;  // where in the index tensor (row-major), and the index there
 };
 
-// The first element of the contiguous int64 GPU tensor `index` outside [0, size) (and not
-// `allowed`, e.g. an ignore_index); nothing when all are in range.
-std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size,
-                                        std::optional<int64_t> allowed = std::nullopt);
+// Calls `report` (which throws the op's error) with the first element of the contiguous int64
+// GPU tensor `index` outside [0, size) and not `allowed` (an ignore_index), if any: at once,
+// or after each replay of a CUDA graph being captured (failure_flag.h's check_failure).
+void check_indices(const Tensor& index, int64_t size, std::optional<int64_t> allowed,
+                   std::function<void(const BadIndex&)> report);
 
 }  // namespace kiln::cuda

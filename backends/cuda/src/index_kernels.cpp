@@ -187,17 +187,19 @@ int64_t dim_of(const KernelCall& c, int64_t rank) {
 
 // The CPU kernels' message for an index out of range along a dim.
 void check_along_dim(const Tensor& index, const char* op, int64_t dim, int64_t size) {
-  if (const auto bad = first_bad_index(index, size))
-    KILN_FAIL("[", op, "] index ", bad->value, " is out of range for dim ", dim, " of size ", size,
+  check_indices(index, size, std::nullopt, [op, dim, size](const BadIndex& bad) {
+    KILN_FAIL("[", op, "] index ", bad.value, " is out of range for dim ", dim, " of size ", size,
               " (expected 0 <= index < ", size, "). Fix: check the index tensor (negative indices are not wrapped by ",
               op, ").");
+  });
 }
 
 // The CPU kernels' message for a class or row index out of [0, n).
 void check_entries(const Tensor& index, int64_t n, const char* op, const char* fix) {
-  if (const auto bad = first_bad_index(index, n))
-    KILN_FAIL("[", op, "] index ", bad->value, " (element ", bad->element, " of the indices) is out of range for ",
+  check_indices(index, n, std::nullopt, [n, op, fix](const BadIndex& bad) {
+    KILN_FAIL("[", op, "] index ", bad.value, " (element ", bad.element, " of the indices) is out of range for ",
               n, " entries: expected 0 <= index < ", n, ". Fix: ", fix);
+  });
 }
 
 // out[o, k, j] = x[o, index[k], j] for x [outer, n, inner] (contiguous) and index [m].
@@ -313,10 +315,12 @@ constexpr const char* kEmbeddingFix = "indices must lie in [0, num_embeddings); 
 void embedding_kernel(KernelCall& c) {
   const Tensor weight = dense(c.inputs[0]), indices = dense(c.inputs[1]);
   const int64_t rows = weight.size(0);
-  if (const auto bad = first_bad_index(indices, rows))
-    KILN_FAIL("[embedding] index ", bad->value, " (element ", bad->element, " of indices ",
-              c.inputs[1].type_str(), ") is out of range for an embedding table of ", rows,
-              " rows (weight ", c.inputs[0].type_str(), "). Fix: ", kEmbeddingFix);
+  check_indices(indices, rows, std::nullopt,
+                [rows, indices_type = c.inputs[1].type_str(), weight_type = c.inputs[0].type_str()](const BadIndex& bad) {
+                  KILN_FAIL("[embedding] index ", bad.value, " (element ", bad.element, " of indices ",
+                            indices_type, ") is out of range for an embedding table of ", rows, " rows (weight ",
+                            weight_type, "). Fix: ", kEmbeddingFix);
+                });
   gather_rows(weight, indices, c.outputs[0], rows, weight.size(1));
 }
 
@@ -377,9 +381,10 @@ void one_hot_kernel(KernelCall& c) {
 
 }  // namespace
 
-std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size, std::optional<int64_t> allowed) {
+void check_indices(const Tensor& index, int64_t size, std::optional<int64_t> allowed,
+                   std::function<void(const BadIndex&)> report) {
   long long n = index.numel();
-  if (n == 0) return std::nullopt;
+  if (n == 0) return;
   const Tensor first_bad = failure_flag(index.device());
   const void* index_pointer = index.raw_data();
   long long limit = size, allowed_value = allowed.value_or(0);
@@ -387,9 +392,9 @@ std::optional<BadIndex> first_bad_index(const Tensor& index, int64_t size, std::
   void* bad_pointer = first_bad.raw_data();
   void* params[] = {&index_pointer, &n, &limit, &allowed_value, &has_allowed, &bad_pointer};
   launch_over_elements(kernel_for(IndexKernel::Check, "index_check", kInt64, index.device().index), n, params);
-  const std::optional<int64_t> element = first_failure(first_bad);
-  if (!element) return std::nullopt;
-  return BadIndex{*element, cuda::element(index, *element).item<int64_t>()};
+  check_failure(first_bad, [index, report = std::move(report)](int64_t e) {
+    report(BadIndex{e, cuda::element(index, e).item<int64_t>()});
+  });
 }
 
 std::string index_kernel_source(IndexKernel kind, DType dtype, const std::string& name) {

@@ -39,10 +39,11 @@ struct NllLayout {
 // The target's classes checked on the GPU (only the first bad one is read back), with the
 // CPU kernel's message.
 void check_targets(const Tensor& target, int64_t classes, int64_t ignore_index, const char* op) {
-  if (const auto bad = first_bad_index(target, classes, ignore_index)) [[unlikely]]
-    KILN_FAIL("[", op, "] index ", bad->value, " (element ", bad->element, " of the target) is out of range for ",
+  check_indices(target, classes, ignore_index, [classes, op](const BadIndex& bad) {
+    KILN_FAIL("[", op, "] index ", bad.value, " (element ", bad.element, " of the target) is out of range for ",
               classes, " entries: expected 0 <= index < ", classes,
               ". Fix: class indices must lie in [0, num_classes) (or equal ignore_index).");
+  });
 }
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
@@ -217,10 +218,11 @@ void binary_cross_entropy_kernel(KernelCall& c) {
   void *out_pointer = out.raw_data(), *bad_pointer = first_bad.raw_data();
   void* params[] = {&x_pointer, &target_pointer, &out_pointer, &n, &bad_pointer};
   launch_over_elements(kernel, n, params);
-  if (const auto bad = first_failure(first_bad)) [[unlikely]]
+  check_failure(first_bad, [x](int64_t bad) {
     KILN_FAIL("[binary_cross_entropy] expected every input in [0, 1] (probabilities), got ",
-              element(x, *bad).item<double>(),
+              element(x, bad).item<double>(),
               ". Fix: apply sigmoid first, or use binary_cross_entropy_with_logits on the raw scores.");
+  });
 }
 
 }  // namespace

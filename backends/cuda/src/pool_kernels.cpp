@@ -226,10 +226,10 @@ void max_pool2d_backward_kernel(KernelCall& c) {
   void *xp = gx.raw_data(), *fp = flag.raw_data();
   launch(PoolKernel::MaxBackward, "max_pool2d_backward", grad.dtype(), gx.device().index, {&gp, &ip, &xp},
          grad.numel(), geometry(gx, grad), {&fp});
-  if (const auto bad = first_failure(flag)) [[unlikely]]
-    KILN_FAIL("[max_pool2d_backward] index ", element(indices, *bad).item<int64_t>(),
-              " is outside the input plane of ", gx.size(2) * gx.size(3),
-              " elements. Fix: pass the indices max_pool2d returned.");
+  check_failure(flag, [indices, plane = gx.size(2) * gx.size(3)](int64_t bad) {
+    KILN_FAIL("[max_pool2d_backward] index ", element(indices, bad).item<int64_t>(),
+              " is outside the input plane of ", plane, " elements. Fix: pass the indices max_pool2d returned.");
+  });
 }
 
 void avg_pool2d_kernel(KernelCall& c) {

@@ -11,8 +11,10 @@
 // stay put between replays: the work runs on a stream of the graph's own, and the caching
 // allocator keeps that stream's pool (its blocks, freed or not) for the graph until the
 // graph is destroyed (CachingAllocator::keep_pool). Work that waits on the host (a
-// synchronize, a copy back to the host, a failure flag read) cannot be captured: the capture
-// stops with kiln::Error naming the reason, and the stream is usable again.
+// synchronize, a copy back to the host) cannot be captured: the capture stops with
+// kiln::Error naming the reason, and the stream is usable again. Checks that read a kernel's
+// result back (the index checks' failure flags) wait until after each replay instead
+// (defer_until_replayed).
 #pragma once
 
 #include <functional>
@@ -37,6 +39,10 @@ class CapturedGraph {
 
   // Queues one run of the recorded work on `stream` (of the graph's GPU).
   void replay(const Stream& stream) const;
+  // Runs the checks the work deferred (defer_until_replayed), in order, once the latest
+  // replay has run: they wait for it, and throw the kernels' errors. Nothing when none.
+  void check_after_replay() const;
+  size_t deferred_checks() const;
   int device() const;
 
  private:
@@ -52,6 +58,10 @@ bool is_capturing(int device = 0);
 // Throws kiln::Error when this thread is capturing on GPU `device`: `what` ("reading a
 // failure flag back") cannot be part of a CUDA graph.
 void fail_if_capturing(int device, const char* what);
+
+// While this thread captures: keeps `check` with the graph, which runs it after each replay
+// (a failure flag's read). Throws kiln::Error when no capture is running.
+void defer_until_replayed(std::function<void()> check);
 
 // Runs `work` on the host in `stream`'s order (cuLaunchHostFunc): once the work queued on it
 // before has run, and before what is queued after. Captured, it becomes part of the graph and

@@ -13,8 +13,9 @@
 // The signature is each input's dtype and shape; parameters and buffers are read in place (an
 // optimizer's in-place updates are seen), so theirs also includes their address and strides,
 // and a parameter that moved is captured again. Up to kMaxGraphs signatures are captured; the
-// rest run uncaptured. A call that cannot be captured (it reads GPU data on the host, say)
-// turns replay off for the runner, and summary() says why.
+// rest run uncaptured. The kernels' own checks (an embedding's index range) are read back
+// after each replay and throw as uncaptured. A call that cannot be captured (it reads GPU data
+// on the host, say) turns replay off for the runner, and summary() says why.
 #pragma once
 
 #include <cstdint>
