@@ -9,7 +9,6 @@
 // real PTX fails to load with CUDA_ERROR_NOT_SUPPORTED.
 #include <dlfcn.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -84,8 +83,6 @@ Memory& memory() {
   }();
   return *m;
 }
-
-std::atomic<int> graph_launches{0};
 
 // Runs `work` now, or records it when `stream` is capturing a graph.
 CUresult enqueue(CUstream stream, Work work) {
@@ -508,7 +505,6 @@ KILN_FAKE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph
 KILN_FAKE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   if (!exec) return kInvalidHandle;
   return enqueue(stream, [exec] {
-    ++graph_launches;
     for (const Work& w : exec->work)
       if (CUresult r = w(); r != kSuccess) return r;
     return kSuccess;
@@ -527,10 +523,6 @@ KILN_FAKE_EXPORT CUresult cuGraphDestroy(CUgraph graph) {
   return kSuccess;
 }
 
-// For tests: how many CUDA graphs ran so far.
-KILN_FAKE_EXPORT int kiln_fake_cuda_graph_launches() {
-  return graph_launches.load();
-}
 
 // For tests: the device memory kiln holds from the driver right now.
 KILN_FAKE_EXPORT size_t kiln_fake_cuda_bytes_in_use() {
