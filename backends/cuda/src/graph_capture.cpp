@@ -62,6 +62,9 @@ struct CapturedGraph::State {
     api.cuCtxSynchronize();
     if (exec) api.cuGraphExecDestroy(exec);
     if (graph) api.cuGraphDestroy(graph);
+    // The checks hold tensors of the pool (failure flags, indices): theirs go back with it.
+    checks.clear();
+    host_work.clear();
     device_allocator(device).release_pool(stream.id());
   }
 };
