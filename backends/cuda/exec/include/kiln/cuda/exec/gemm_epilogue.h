@@ -29,7 +29,7 @@ struct GemmGroup {
 // The "gemm" group `node` describes, or nullopt when `node` is not one.
 std::optional<GemmGroup> gemm_group(const ir::Node& node);
 
-// Rewrites each matmul + epilogue group of `graph` (top level; float32 and float64 on a GPU)
+// Rewrites each matmul + epilogue group of `graph` (top level; float32 on a GPU)
 // into a "gemm" group. Returns how many.
 int fuse_gemm_epilogues(ir::Graph& graph);
 
