@@ -174,6 +174,23 @@ TEST(CpuCompiledGraph, ElementwiseKernelsWriteInPlaceOfWhatTheyReadLast) {
   EXPECT_EQ(none.stats().memory.find("in place"), std::string::npos) << none.stats().memory;
   std::vector<Tensor> in{randn({4, 4}), randn({3, 4, 4})};
   expect_close(none.run(in), reference(kept, in));
+  // Nor when another operand views the value: the kernel would read its first row, broadcast,
+  // after overwriting it.
+  const char* viewed = R"(graph g {
+  input %0 "x": float32[3, 4, 4]
+  input %1 "y": float32[4, 4]
+  %2: float32[4, 4] = sum(%0) {dims=[0], keepdim=false}
+  %3: float32[1, 4] = slice(%2) {dim=0, start=0, end=1, step=1}
+  %4: float32[4, 4] = add(%2, %3) {}
+  %5: float32[4, 4] = mul(%4, %1) {}
+  %6: float32[4] = sum(%5) {dims=[0], keepdim=false}
+  return %6
+})";
+  CompiledGraph broadcast_row(*ir::parse_graph(viewed), fuse_only);
+  EXPECT_EQ(broadcast_row.stats().memory.find("in place"), std::string::npos)
+      << broadcast_row.stats().memory;
+  std::vector<Tensor> xw{randn({3, 4, 4}), randn({4, 4})};
+  expect_close(broadcast_row.run(xw), reference(viewed, xw));
 }
 
 // A matmul followed by a fusion group over its product runs as one step, block of rows by

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "kiln/ops/fused.h"
+
 namespace kiln::cpu::exec {
 
 namespace {
@@ -22,6 +24,69 @@ std::string bytes_str(size_t bytes) {
 }
 
 }  // namespace
+
+ScheduleLiveness schedule_liveness(const ir::Graph& graph, std::span<const ir::Node* const> steps,
+                                   size_t value_count) {
+  ScheduleLiveness live;
+  live.escapes.assign(value_count, false);
+  live.last_use.assign(value_count, -1);
+  live.roots.resize(value_count);
+  for (const ir::GraphOutput& o : graph.outputs()) live.escapes[o.value->id] = true;
+  // Backwards: a view of an escaping value makes what it views escape too.
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const ir::Node& n = **it;
+    if (!n.op->kernel_makes_outputs) continue;
+    bool out_escapes = std::any_of(n.outputs.begin(), n.outputs.end(),
+                                   [&](const ir::Value* v) { return live.escapes[v->id]; });
+    if (out_escapes)
+      for (const ir::Value* v : n.inputs)
+        if (v) live.escapes[v->id] = true;
+  }
+  // Forwards: a read of a view reads the values it aliases.
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const ir::Node& n = *steps[s];
+    const int step = static_cast<int>(s);
+    for (const ir::Value* v : n.inputs) {
+      if (!v) continue;
+      live.last_use[v->id] = step;
+      for (int r : live.roots[v->id]) live.last_use[r] = step;
+    }
+    for (const ir::Value* out : n.outputs) {
+      live.last_use[out->id] = step;
+      if (!n.op->kernel_makes_outputs) continue;
+      std::vector<int>& roots = live.roots[out->id];
+      for (const ir::Value* v : n.inputs) {
+        if (!v) continue;
+        roots.push_back(v->id);
+        roots.insert(roots.end(), live.roots[v->id].begin(), live.roots[v->id].end());
+      }
+    }
+  }
+  return live;
+}
+
+int inplace_input(const ir::Node& node, int index, const ir::Type& out,
+                  const ScheduleLiveness& liveness, const std::vector<bool>& planned,
+                  const std::vector<int>& taken) {
+  if (node.op != &ops::fused || static_cast<const ops::FusedAttrs&>(*node.attrs).kind != "elementwise")
+    return -1;
+  auto views = [&](const ir::Value* v, int id) {
+    const std::vector<int>& roots = liveness.roots[v->id];
+    return std::find(roots.begin(), roots.end(), id) != roots.end();
+  };
+  for (const ir::Value* candidate : node.inputs) {
+    if (!candidate) continue;
+    const int id = candidate->id;
+    if (!planned[id] || liveness.last_use[id] != index) continue;
+    if (candidate->type.dtype != out.dtype || candidate->type.shape != out.shape) continue;
+    if (std::find(taken.begin(), taken.end(), id) != taken.end()) continue;
+    if (std::any_of(node.inputs.begin(), node.inputs.end(),
+                    [&](const ir::Value* v) { return v && views(v, id); }))
+      continue;
+    return id;
+  }
+  return -1;
+}
 
 std::string MemoryPlan::str() const {
   return std::to_string(slot_bytes.size()) + " buffers, " + bytes_str(planned_bytes) + " for " +

@@ -304,24 +304,6 @@ bool Plan::is_epilogue_pair(const Step& mm, const Step& next, const Shape& read_
   return product.shape[0] > 0 && first % product.shape[0] == 0;
 }
 
-int Plan::inplace_input(const Step& step, int index, const ir::Type& out,
-                        const std::vector<int>& last_use, const std::vector<int>& shared_index,
-                        const std::vector<int>& taken) {
-  if (!step.fused) return -1;
-  // Only elementwise kernels promise to read each element before writing the same element
-  // and never again (a row kernel reads its rows in several loops).
-  if (static_cast<const ops::FusedAttrs&>(*step.node->attrs).kind != "elementwise") return -1;
-  for (size_t j = 0; j < step.inputs.size(); ++j) {
-    int id = step.inputs[j];
-    if (id < 0 || shared_index[id] < 0 || last_use[id] != index) continue;
-    const ir::Type& t = step.node->inputs[j]->type;
-    // Same shape: read at exactly the elements written (not broadcast), and the same size.
-    if (t.dtype != out.dtype || t.shape != out.shape) continue;
-    if (std::find(taken.begin(), taken.end(), id) == taken.end()) return id;
-  }
-  return -1;
-}
-
 Plan::~Plan() = default;
 
 std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
@@ -337,19 +319,14 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       top = std::max(top, v->id);
     }
   }
+  const std::vector<const ir::Node*> order = epilogue_order(graph);
   // Values the caller receives, and those they may alias (views of them), are made fresh
-  // every call; every other buffer is reused.
-  std::vector<bool> escapes(static_cast<size_t>(top + 1), false);
-  for (const ir::GraphOutput& o : graph.outputs()) escapes[o.value->id] = true;
-  for (auto it = graph.nodes().rbegin(); it != graph.nodes().rend(); ++it) {
-    const ir::Node& n = **it;
-    if (!n.op->kernel_makes_outputs) continue;
-    bool out_escapes = std::any_of(n.outputs.begin(), n.outputs.end(),
-                                   [&](const ir::Value* v) { return escapes[v->id]; });
-    if (out_escapes)
-      for (const ir::Value* v : n.inputs)
-        if (v) escapes[v->id] = true;
-  }
+  // every call; every other buffer is reused. Lifetimes: a read of a view reads the values
+  // it aliases.
+  ScheduleLiveness liveness = schedule_liveness(graph, order, static_cast<size_t>(top + 1));
+  const std::vector<bool>& escapes = liveness.escapes;
+  std::vector<int>& last_use = liveness.last_use;
+  const std::vector<std::vector<int>>& roots = liveness.roots;
   // Values that are the model's state (parameters, buffers, constants) or views of it: a
   // weight among them changes only through kiln's in-place ops, which bump its storage
   // version, so its packed copy can be kept between calls. (A plan buffer is rewritten
@@ -361,7 +338,7 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
     if (node->op->kernel_makes_outputs && !node->inputs.empty() && node->inputs[0] &&
         model_state[node->inputs[0]->id])
       for (const ir::Value* v : node->outputs) model_state[v->id] = true;
-  for (const ir::Node* node : epilogue_order(graph)) {
+  for (const ir::Node* node : order) {
     Step step;
     step.node = node;
     if (node->op == &ops::fused) {
@@ -398,27 +375,7 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
   plan->slots_.resize(static_cast<size_t>(top + 1));
   plan->shared_tensors_.resize(static_cast<size_t>(top + 1));
 
-  // Lifetimes: a read of a view reads the values it aliases.
-  std::vector<std::vector<int>> roots(static_cast<size_t>(top + 1));
-  std::vector<int> last_use(static_cast<size_t>(top + 1), -1);
   const auto& steps = plan->steps_;
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const Step& step = steps[s];
-    for (int id : step.inputs) {
-      if (id < 0) continue;
-      last_use[id] = static_cast<int>(s);
-      for (int r : roots[id]) last_use[r] = static_cast<int>(s);
-    }
-    for (int id : step.outputs) {
-      last_use[id] = static_cast<int>(s);
-      if (!step.node->op->kernel_makes_outputs) continue;
-      for (int in : step.inputs) {
-        if (in < 0) continue;
-        roots[id].push_back(in);
-        roots[id].insert(roots[id].end(), roots[in].begin(), roots[in].end());
-      }
-    }
-  }
   // by step: the matmul whose epilogue it is, or -1
   std::vector<int> epilogue_of(steps.size(), -1);
   for (size_t s = 0; s + 1 < steps.size(); ++s) {
@@ -456,6 +413,7 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
     }
   }
   std::vector<int> shared_index(static_cast<size_t>(top + 1), -1);  // value id -> shared_
+  std::vector<bool> planned(static_cast<size_t>(top + 1), false);   // has a shared_ entry
   for (size_t s = 0; s < steps.size(); ++s) {
     std::vector<int> taken;  // inputs already given to an output of this step
     for (size_t k = 0; k < steps[s].outputs.size(); ++k) {
@@ -471,7 +429,7 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
       value.lifetime.last_use = last_use[id];
       value.type = &steps[s].node->outputs[k]->type;
       if (!epilogue) {
-        int in = inplace_input(steps[s], static_cast<int>(s), *value.type, last_use, shared_index,
+        int in = inplace_input(*steps[s].node, static_cast<int>(s), *value.type, liveness, planned,
                                taken);
         if (in >= 0) {
           value.lifetime.inplace_of = shared_index[in];
@@ -479,6 +437,7 @@ std::unique_ptr<Plan> Plan::build(const ir::Graph& graph,
         }
       }
       shared_index[id] = static_cast<int>(plan->shared_.size());
+      planned[id] = true;
       plan->shared_.push_back(value);
     }
   }

@@ -4,10 +4,39 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "kiln/ir/graph.h"
+
 namespace kiln::cpu::exec {
+
+// The liveness of a straight-line schedule: `steps`, the nodes of one graph without control
+// flow in the order they run. Vectors are indexed by value id.
+struct ScheduleLiveness {
+  // The caller receives the value, or a value that may alias it (the output of an op whose
+  // kernel makes its outputs: a view), so it needs memory of its own every call.
+  std::vector<bool> escapes;
+  // The last step that reads the value or a view of it; its defining step when nothing
+  // reads it; -1 for values no step touches (the graph's inputs that nothing reads).
+  std::vector<int> last_use;
+  // The values a view aliases (those its kernel-made outputs were made from, transitively).
+  std::vector<std::vector<int>> roots;
+};
+ScheduleLiveness schedule_liveness(const ir::Graph& graph, std::span<const ir::Node* const> steps,
+                                   size_t value_count);
+
+// In place: an input of `node` (run as step `index`) whose buffer its output of type `out`
+// may take, or -1. Only an elementwise fusion group qualifies: its kernel reads each element
+// before writing the same element and never again (a row kernel reads its rows in several
+// loops). The input has the output's dtype and shape (read at exactly the elements written),
+// no later step reads it, `planned` says it holds a buffer of the plan, no other output took
+// it already (`taken`), and no other input of the node views its memory (a broadcast row of
+// it would be read after being overwritten).
+int inplace_input(const ir::Node& node, int index, const ir::Type& out,
+                  const ScheduleLiveness& liveness, const std::vector<bool>& planned,
+                  const std::vector<int>& taken);
 
 struct ValueLifetime {
   int def = 0;       // the step that writes it

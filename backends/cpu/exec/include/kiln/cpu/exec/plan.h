@@ -135,12 +135,6 @@ class Plan {
   gemm::ConvOutput conv_output(const Step& conv, const Step* group) const;
   // Runs one step through its generated or eager kernel.
   void run_step(Step& step, const ir::SymbolValues& symbols);
-  // In place: an input of step `index` (a value id) whose buffer its output of type `out`
-  // may take: an elementwise kernel's same-shaped input that no later step reads, owned by
-  // the plan and not already `taken` by another output. -1: none.
-  static int inplace_input(const Step& step, int index, const ir::Type& out,
-                           const std::vector<int>& last_use, const std::vector<int>& shared_index,
-                           const std::vector<int>& taken);
   // Runs the matmul and its epilogue block of rows by block of rows across the threads, so
   // the epilogue reads each block of the product while it is in cache: through the packed
   // GEMM, which hands over rows as they complete, or else one library GEMM call per block.
