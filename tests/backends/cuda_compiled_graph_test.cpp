@@ -257,34 +257,38 @@ TEST(CudaCompiledGraph, TheDefaultBackendFollowsTheDevice) {
 
 // ---- Whole models on a GPU (the fake driver, or a real one) ----
 
+// Loads a graph's kernels to run emulated on the host, on the fake driver's memory.
+cuda::compiler::KernelLoader emulated_loader() {
+  return [](const cuda::codegen::PtxModule& module, std::span<const FusedKernelSpec> specs,
+            Device) -> cuda::exec::FusedLauncher {
+    std::shared_ptr<cuda::codegen::EmulatedKernels> kernels = cuda::codegen::emulate_on_cpu(specs);
+    std::vector<cuda::FusedKernelInfo> infos = module.kernels;
+    return [kernels, infos](const std::string& name, std::span<void* const> buffers,
+                            std::span<const int64_t> dims) {
+      std::vector<void*> host;
+      for (void* b : buffers) host.push_back(cuda::fake::host_address<void>(b));
+      const cuda::FusedKernelInfo* info = nullptr;
+      for (const cuda::FusedKernelInfo& k : infos)
+        if (k.name == name) info = &k;
+      ASSERT_NE(info, nullptr) << name;
+      // As many blocks as the GPU launch would have (an H100's 132 SMs on the fake driver).
+      int64_t blocks = cuda::launch_geometry(*info, dims, 132).grid;
+      // In stream order, so that a CUDA graph capture records it as a kernel would be.
+      cuda::launch_host_func(cuda::current_stream(0),
+                             [kernels, name, host, blocks, dims = std::vector<int64_t>(dims.begin(), dims.end())] {
+                               kernels->run(name, host, dims, blocks);
+                             });
+    };
+  };
+}
+
 // The backend that runs fusion groups on this GPU: "cuda" on a real one; on the fake driver
 // "cuda_emulated", the same compiler whose kernels run emulated on the host.
 std::string gpu_backend() {
   if (!cuda::on_fake_driver()) return "cuda";
   static std::once_flag once;
   std::call_once(once, [] {
-    cuda::compiler::KernelLoader emulated = [](const cuda::codegen::PtxModule& module,
-                                               std::span<const FusedKernelSpec> specs, Device) {
-      std::shared_ptr<cuda::codegen::EmulatedKernels> kernels = cuda::codegen::emulate_on_cpu(specs);
-      std::vector<cuda::FusedKernelInfo> infos = module.kernels;
-      return [kernels, infos](const std::string& name, std::span<void* const> buffers,
-                              std::span<const int64_t> dims) {
-        std::vector<void*> host;
-        for (void* b : buffers) host.push_back(cuda::fake::host_address<void>(b));
-        const cuda::FusedKernelInfo* info = nullptr;
-        for (const cuda::FusedKernelInfo& k : infos)
-          if (k.name == name) info = &k;
-        ASSERT_NE(info, nullptr) << name;
-        // As many blocks as the GPU launch would have (an H100's 132 SMs on the fake driver).
-        int64_t blocks = cuda::launch_geometry(*info, dims, 132).grid;
-        // In stream order, so that a CUDA graph capture records it as a kernel would be.
-        cuda::launch_host_func(cuda::current_stream(0),
-                               [kernels, name, host, blocks, dims = std::vector<int64_t>(dims.begin(), dims.end())] {
-                                 kernels->run(name, host, dims, blocks);
-                               });
-      };
-    };
-    backends::register_backend(cuda::compiler::make_backend("cuda_emulated", emulated));
+    backends::register_backend(cuda::compiler::make_backend("cuda_emulated", emulated_loader()));
   });
   return "cuda_emulated";
 }
@@ -475,6 +479,74 @@ TEST(CudaCompiled, ViewsBroadcastsAndDynamicSizesRunOneGraph) {
   }
   // n = 1 is a static size of its own (sizes 0 and 1 stay static); the others share one graph.
   EXPECT_EQ(explain(compiled).graph_count(), 2u);
+}
+
+// Two matmuls with a softmax row and elementwise work between them, on GPU 0.
+constexpr const char* kChain = R"(graph chain {
+  input %0 "x": float32[8, 16]@cuda:0
+  param %1 "w": float32[16, 32]@cuda:0
+  param %2 "w2": float32[32, 32]@cuda:0
+  %3: float32[8, 32]@cuda:0 = matmul(%0, %1) {}
+  %4: float32[8, 32]@cuda:0 = tanh(%3) {}
+  %5: float32[32]@cuda:0 = sum(%4) {dims=[0], keepdim=false}
+  %6: float32[8, 32]@cuda:0 = exp(%4) {}
+  %7: float32[8, 32]@cuda:0 = softmax(%6) {dim=-1}
+  %8: float32[8, 32]@cuda:0 = matmul(%7, %2) {}
+  %9: float32[8, 32]@cuda:0 = mul(%8, %5) {}
+  %10: float32[8]@cuda:0 = sum(%9) {dims=[1], keepdim=false}
+  return %10
+})";
+
+// A call's intermediates live in one device arena, placed by liveness: one allocation for all
+// of them instead of one per value, with the same results as the node loop that allocates each
+// value on its own.
+TEST(CudaCompiled, IntermediatesShareOneDeviceArenaPerCall) {
+  REQUIRE_COMPILED_GPU();
+  init();
+  CompilerOptions options;
+  options.verify_passes = true;
+  if (cuda::on_fake_driver()) options.load = emulated_loader();
+  CompiledGraph planned(*ir::parse_graph(kChain), options);
+  CompiledGraph op_by_op(*ir::parse_graph(kChain), options);
+  op_by_op.set_device_plan(false);
+  ASSERT_TRUE(planned.uses_device_plan());
+  EXPECT_FALSE(op_by_op.uses_device_plan());
+  // Allocations a call makes through the device allocator.
+  auto allocations = [](CompiledGraph& g, const std::vector<Tensor>& in, Tensor& out) {
+    cuda::synchronize();
+    const AllocatorStats before = cuda::memory_stats(0);
+    out = g.run(in)[0];
+    cuda::synchronize();
+    const AllocatorStats after = cuda::memory_stats(0);
+    return (after.cache_hits + after.cache_misses) - (before.cache_hits + before.cache_misses);
+  };
+  for (int call = 0; call < 2; ++call) {  // uncaptured, then captured as a CUDA graph
+    manual_seed(40 + call);
+    std::vector<Tensor> in{randn({8, 16}).to(kCUDA), randn({16, 32}).to(kCUDA),
+                           randn({32, 32}).to(kCUDA)};
+    Tensor fast, slow;
+    const uint64_t arena = allocations(planned, in, fast);
+    const uint64_t per_value = allocations(op_by_op, in, slow);
+    const std::string what = "call " + std::to_string(call);
+    EXPECT_EQ(count_mismatches(fast.to(kCPU).to_vector<double>(), slow.to(kCPU).to_vector<double>(),
+                               0, 0, what),
+              0);
+    Tensor h = tanh(matmul(in[0], in[1]));
+    Tensor eager = (matmul(nn::functional::softmax(exp(h), -1), in[2]) * h.sum({0})).sum({1});
+    expect_close(fast, eager, 1e-5, 1e-6, what);
+    // Fewer: the arena and the result, against one allocation per intermediate.
+    EXPECT_LT(arena, per_value) << what;
+  }
+  const std::string note = planned.launch_summary();
+  std::smatch plan;
+  ASSERT_TRUE(std::regex_search(
+      note, plan, std::regex(R"(intermediates in one device arena: (\d+) buffers, .* for (\d+) intermediates)")))
+      << note;
+  EXPECT_LT(std::stoi(plan[1]), std::stoi(plan[2])) << note;  // values share buffers
+  // The last elementwise group writes its product over the second matmul's, which it reads
+  // for the last time.
+  EXPECT_NE(note.find(", 1 in place"), std::string::npos) << note;
+  EXPECT_EQ(op_by_op.launch_summary().find("arena"), std::string::npos) << op_by_op.launch_summary();
 }
 
 TEST(CudaCompiled, CallsThatNeedGradientsRunOnTheReferenceExecutorAndTrain) {

@@ -70,6 +70,7 @@ GraphRunner::GraphRunner(std::shared_ptr<const ir::Graph> graph, FusedLauncher l
                                       std::span<const int64_t> symbols, std::span<Tensor> results) {
     run_group(node, operands, symbols, results);
   });
+  set_device_plan(true);
   const char* graphs = std::getenv("KILN_CUDA_GRAPHS");
   set_graph_replay(!(graphs && std::string(graphs) == "0"));
 }
@@ -80,6 +81,16 @@ void GraphRunner::set_replay_recorded_random(bool replay) {
   node_loop_->set_replay_recorded_random(replay);
   fresh_random_ = !replay;
   if (replay_) set_graph_replay(true);  // fixed positions may be replayed
+}
+
+void GraphRunner::set_device_plan(bool on) {
+  plan_ = on ? DevicePlan::build(*graph_,
+                                 [this](const ir::Node& node, std::span<const Tensor> operands,
+                                        std::span<const int64_t> symbols,
+                                        std::span<Tensor> results) {
+                                   run_group(node, operands, symbols, results);
+                                 })
+             : nullptr;
 }
 
 void GraphRunner::set_graph_replay(bool on) {
@@ -116,7 +127,7 @@ std::vector<Tensor> GraphRunner::run_nodes(std::span<const Tensor> inputs) {
     if (!all[i].defined() && placed_constants_[i].defined()) all[i] = placed_constants_[i];
   const LaunchCounts before = launches_on_this_thread();
   const GroupLaunches groups_before = group_launches;
-  std::vector<Tensor> out = node_loop_->run(all);
+  std::vector<Tensor> out = plan_ ? plan_->run(all, fresh_random_) : node_loop_->run(all);
   const LaunchCounts after = launches_on_this_thread();
   generated_ = group_launches.groups - groups_before.groups;
   eager_ = (after.kernels - before.kernels) - (group_launches.kernels - groups_before.kernels);
@@ -132,6 +143,8 @@ std::string GraphRunner::launch_summary() const {
                        std::to_string(generated) + " generated kernels, " +
                        std::to_string(eager) + " eager kernels, " + std::to_string(library) +
                        " cuBLASLt calls)";
+  const std::string memory = plan_ ? plan_->memory_summary() : "";
+  if (!memory.empty()) counts += "; intermediates in one device arena: " + memory;
   const std::string replay = replay_ ? replay_->summary() : "";
   return replay.empty() ? counts : counts + "; " + replay;
 }
@@ -165,7 +178,7 @@ void GraphRunner::run_group(const ir::Node& node, std::span<const Tensor> operan
     const ir::Type& t = node.outputs[j]->type;
     shape.clear();
     for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
-    results[j] = Tensor::empty(shape, t.dtype, device);
+    if (!results[j].defined()) results[j] = Tensor::empty(shape, t.dtype, device);
     buffers.push_back(results[j].numel() ? results[j].raw_data() : nullptr);
   }
   shape.clear();
@@ -192,7 +205,7 @@ void GraphRunner::run_gemm_group(const ir::Node& node, const GemmGroup& gemm,
   const ir::Type& t = node.outputs.at(0)->type;
   Shape shape;
   for (int64_t s : t.shape) shape.push_back(ir::substitute_size(s, symbols));
-  results[0] = Tensor::empty(shape, t.dtype, t.device);
+  if (!results[0].defined()) results[0] = Tensor::empty(shape, t.dtype, t.device);
   GemmEpilogue epilogue;
   epilogue.activation = gemm.activation;
   if (gemm.bias) {

@@ -2,8 +2,10 @@
 // node loop (interp.h) runs every other node through the eager CUDA kernels, and each group
 // becomes one launch of its generated kernel on the current stream. The compiled backend
 // "cuda" runs its graphs here; so can a program that loads kernels made elsewhere, since
-// nothing here needs the code generator. Repeated calls are replayed as CUDA graphs
-// (graph_replay.h) unless set_graph_replay(false) or KILN_CUDA_GRAPHS=0 turns that off.
+// nothing here needs the code generator. A graph without control flow runs as a fixed
+// schedule whose intermediates share one device arena per call (device_plan.h). Repeated
+// calls are replayed as CUDA graphs (graph_replay.h) unless set_graph_replay(false) or
+// KILN_CUDA_GRAPHS=0 turns that off.
 //
 //   GraphRunner runner(graph, [&](const std::string& name, std::span<void* const> buffers,
 //                                 std::span<const int64_t> dims) {
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "kiln/backends/backend.h"
+#include "kiln/cuda/exec/device_plan.h"
 #include "kiln/cuda/exec/gemm_epilogue.h"
 #include "kiln/cuda/exec/graph_replay.h"
 #include "kiln/cuda/fused_kernels.h"
@@ -70,9 +73,15 @@ class GraphRunner : public backends::Executable {
   // Replays repeated calls as CUDA graphs (on unless KILN_CUDA_GRAPHS=0). Set it before the
   // first run.
   void set_graph_replay(bool on);
-  // What the latest uncaptured run queued, and how calls are replayed: "9 launches per call
-  // (3 generated kernels, 4 eager kernels, 2 cuBLASLt calls); replayed as a CUDA graph (...)"
-  // (GraphReplay::summary); empty before the first run.
+  // Runs the graph through its device plan (when it has no control flow), else op by op
+  // through the reference executor's node loop, each result allocated on its own. On unless
+  // set off; set it before the first run.
+  void set_device_plan(bool on);
+  bool uses_device_plan() const { return plan_ != nullptr; }
+  // What the latest uncaptured run queued, where its intermediates lived and how calls are
+  // replayed: "9 launches per call (3 generated kernels, 4 eager kernels, 2 cuBLASLt calls);
+  // intermediates in one device arena: 3 buffers, ...; replayed as a CUDA graph (...)"
+  // (DevicePlan::memory_summary, GraphReplay::summary); empty before the first run.
   std::string launch_summary() const;
   // How many calls were CUDA graph replays.
   uint64_t graph_replays() const { return replay_ ? replay_->replays() : 0; }
@@ -104,6 +113,7 @@ class GraphRunner : public backends::Executable {
   std::once_flag constants_placed_;
   std::vector<Tensor> placed_constants_;  // by input: a constant's data on its type's device
   std::unique_ptr<interp::Executable> node_loop_;
+  std::unique_ptr<DevicePlan> plan_;  // null: the node loop runs every call
   bool fresh_random_ = true;             // random ops draw new positions each call
   std::unique_ptr<GraphReplay> replay_;  // null: every call runs the node loop
 };
