@@ -8,9 +8,11 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "kiln/cuda/caching_allocator.h"
 #include "kiln/cuda/driver.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -107,6 +109,21 @@ TEST(CudaDevice, TheDeviceAllocatorCachesRealDeviceMemory) {
   } catch (const Error& e) {
     EXPECT_TRUE(contains(e.what(), "out of memory on cuda:0")) << e.what();
   }
+}
+
+// kiln_rt checks a caller's pointers with it: device memory names its GPU, host memory
+// (plain or pinned) and addresses the driver never saw are -1.
+TEST(CudaDevice, TellsDeviceMemoryFromHostMemory) {
+  if (!is_available()) GTEST_SKIP() << "no CUDA device: " << unavailable_reason();
+  CachingAllocator& a = device_allocator(0);
+  void* on_gpu = a.allocate(4096, /*stream=*/0);
+  EXPECT_EQ(device_of_pointer(on_gpu), 0);
+  EXPECT_EQ(device_of_pointer(static_cast<char*>(on_gpu) + 128), 0);  // inside it
+  a.deallocate(on_gpu);
+  std::vector<float> host(64);
+  EXPECT_EQ(device_of_pointer(host.data()), -1);
+  PinnedBuffer pinned(256);
+  EXPECT_EQ(device_of_pointer(pinned.data()), -1);
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include "export/export_test_util.h"
 #include "kiln/artifact/manifest.h"
 #include "kiln/cuda/codegen/toolkit.h"
+#include "kiln/cuda/device.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/export.h"
 #include "kiln/kiln.h"
 #include "kiln/models.h"
@@ -121,6 +123,79 @@ TEST(CudaArtifact, RunsThroughKilnRtOnTheGpu) {
     EXPECT_EQ(count_mismatches(got[0].to_vector<double>(), want.to_vector<double>(), 1e-5, 1e-6,
                                "batch " + std::to_string(batch)),
               0);
+  }
+}
+
+// The C API on device memory: inputs already on the GPU, outputs left there, the work queued
+// on the caller's stream; host pointers where device ones belong (and the reverse) are refused.
+TEST(CudaArtifact, RunsOnDeviceBuffersThroughTheCApi) {
+  REQUIRE_KERNELS();
+  REQUIRE_TOOLKIT();
+  manual_seed(2);
+  auto model = std::make_shared<Projection>();
+  model->eval();
+  ScratchDir scratch("gpu");
+  ExportOptions options;
+  options.dynamic_batch = true;
+  options.device = kCUDA;
+  export_model(model, {randn({4, 12})}, scratch.path("m.kiln"), options);
+  kiln_rt_model* rt = kiln_rt_load(scratch.path("m.kiln").c_str());
+  ASSERT_NE(rt, nullptr) << kiln_rt_last_error();
+  EXPECT_STREQ(kiln_rt_device(rt), "cuda");
+  cuda::Stream stream = cuda::Stream::create();
+  // Uncaptured, captured as a CUDA graph and replayed, replayed; then another batch size.
+  for (int64_t batch : {3, 3, 3, 5}) {
+    Tensor x = randn({batch, 12});
+    Tensor on_gpu = x.to(kCUDA);
+    cuda::synchronize();
+    const int64_t shape[2] = {batch, 12};
+    kiln_rt_tensor in = {on_gpu.raw_data(), KILN_RT_FLOAT32, 2, shape};
+    kiln_rt_outputs* out = kiln_rt_run_on_device(rt, &in, 1, stream.handle());
+    ASSERT_NE(out, nullptr) << kiln_rt_last_error();
+    const kiln_rt_tensor* y = kiln_rt_outputs_get(out, 0);
+    ASSERT_NE(y, nullptr);
+    EXPECT_EQ(cuda::device_of_pointer(y->data), 0) << "the output stays on the GPU";
+    stream.synchronize();
+    Tensor got = Tensor::from_blob(y->data, std::vector<int64_t>(y->shape, y->shape + y->rank),
+                                   static_cast<DType>(y->dtype), {}, {}, kCUDA)
+                     .to(kCPU);
+    kiln_rt_outputs_free(out);
+    NoGradGuard no_grad;
+    Tensor want = (*model)(x);
+    ASSERT_EQ(Shape(got.sizes()), Shape(want.sizes()));
+    EXPECT_EQ(count_mismatches(got.to_vector<double>(), want.to_vector<double>(), 1e-5, 1e-6,
+                               "batch " + std::to_string(batch)),
+              0);
+  }
+  // Host data to the device entry point, device data to the host one.
+  std::vector<float> host(3 * 12, 0.5f);
+  Tensor on_gpu = randn({3, 12}).to(kCUDA);
+  const int64_t shape[2] = {3, 12};
+  kiln_rt_tensor from_host = {host.data(), KILN_RT_FLOAT32, 2, shape};
+  EXPECT_EQ(kiln_rt_run_on_device(rt, &from_host, 1, nullptr), nullptr);
+  expect_parts(kiln_rt_last_error(),
+               {"[kiln_rt] kiln_rt_run_on_device: input 0's data is host memory, expected memory "
+                "of cuda:0",
+                "Fix: pass a device pointer on that GPU, or host data to kiln_rt_run"});
+  kiln_rt_tensor from_gpu = {on_gpu.raw_data(), KILN_RT_FLOAT32, 2, shape};
+  EXPECT_EQ(kiln_rt_run(rt, &from_gpu, 1), nullptr);
+  expect_parts(kiln_rt_last_error(),
+               {"[kiln_rt] kiln_rt_run: input 0's data is memory of cuda:0, expected host memory",
+                "Fix: pass device pointers to kiln_rt_run_on_device"});
+  kiln_rt_free(rt);
+
+  // A CPU artifact has no device entry point.
+  ExportOptions on_cpu;
+  export_model(model, {randn({4, 12})}, scratch.path("cpu.kiln"), on_cpu);
+  kiln_rt::Model cpu_model(scratch.path("cpu.kiln"));
+  EXPECT_EQ(cpu_model.device(), "cpu");
+  try {
+    cpu_model.run_on_device({kiln_rt::Model::input(host.data(), {3, 12})});
+    ADD_FAILURE() << "a CPU artifact ran on device buffers";
+  } catch (const kiln_rt::Error& e) {
+    expect_parts(e.what(), {"runs on the cpu: its inputs and outputs are host memory",
+                            "Fix: call kiln_rt_run, or export the model with `kiln export "
+                            "--device cuda`"});
   }
 }
 

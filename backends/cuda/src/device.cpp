@@ -105,6 +105,21 @@ void copy_to_device(void* device_dst, const void* host_src, size_t bytes, int in
                 "cuMemcpyHtoD", "check that the destination is memory of this GPU.");
 }
 
+int device_of_pointer(const void* ptr) {
+  const driver::Api& api = use_device(0);
+  const auto address = static_cast<driver::CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
+  unsigned type = 0;
+  if (api.cuPointerGetAttribute(&type, driver::kPointerAttributeMemoryType, address) !=
+          driver::kSuccess ||
+      type != driver::kMemoryTypeDevice)
+    return -1;
+  int ordinal = -1;
+  if (api.cuPointerGetAttribute(&ordinal, driver::kPointerAttributeDeviceOrdinal, address) !=
+      driver::kSuccess)
+    return -1;
+  return ordinal;
+}
+
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes, int index) {
   fail_if_capturing(index, "a copy to the host");
   const driver::Api& api = use_device(index);

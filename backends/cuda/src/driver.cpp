@@ -48,7 +48,8 @@ bool resolve_all(void* handle, Api& api, const std::string& library, std::string
          KILN_RESOLVE(cuStreamBeginCapture_v2) && KILN_RESOLVE(cuStreamEndCapture) &&
          KILN_RESOLVE(cuStreamIsCapturing) && KILN_RESOLVE(cuGraphInstantiateWithFlags) &&
          KILN_RESOLVE(cuGraphLaunch) && KILN_RESOLVE(cuGraphExecDestroy) &&
-         KILN_RESOLVE(cuGraphDestroy) && KILN_RESOLVE(cuLaunchHostFunc);
+         KILN_RESOLVE(cuGraphDestroy) && KILN_RESOLVE(cuLaunchHostFunc) &&
+         KILN_RESOLVE(cuPointerGetAttribute);
 #undef KILN_RESOLVE
 }
 

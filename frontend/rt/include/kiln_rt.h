@@ -64,6 +64,21 @@ KILN_RT_API void kiln_rt_free(kiln_rt_model* model);
  * outputs (owned by the caller: kiln_rt_outputs_free), or NULL on failure. */
 KILN_RT_API kiln_rt_outputs* kiln_rt_run(kiln_rt_model* model, const kiln_rt_tensor* inputs,
                                          size_t input_count);
+/* A GPU model (kiln_rt_device says "cuda") on data already in GPU 0's memory, with no copies
+ * through the host. Every input's `data` is a device pointer on GPU 0 (cudaMalloc, cuMemAlloc,
+ * another framework's tensor, an earlier call's output); host memory is refused, as a device
+ * pointer is by kiln_rt_run. The outputs' `data` are device pointers on GPU 0, owned by the
+ * caller until kiln_rt_outputs_free (never the memory of an input or a weight).
+ *
+ * The work is queued on `stream` (a CUstream or cudaStream_t; NULL: the default stream) after
+ * what is already queued there, and the call returns without waiting: the inputs must stay
+ * valid, and the outputs may be read, once the stream's work has run (cudaStreamSynchronize)
+ * or by work queued on the same stream. kiln_rt_outputs_free hands the memory back to kiln,
+ * which reuses it for its work queued later on that same stream: free the outputs once what
+ * reads them is queued on `stream`, or after it has run. A CPU model refuses the call. */
+KILN_RT_API kiln_rt_outputs* kiln_rt_run_on_device(kiln_rt_model* model,
+                                                   const kiln_rt_tensor* inputs,
+                                                   size_t input_count, void* stream);
 KILN_RT_API size_t kiln_rt_outputs_count(const kiln_rt_outputs* outputs);
 /* Output `index` (dense, row-major), valid until kiln_rt_outputs_free; NULL when out of
  * range. */
@@ -86,6 +101,9 @@ KILN_RT_API const char* kiln_rt_input_name(const kiln_rt_model* model, size_t in
 KILN_RT_API const char* kiln_rt_input_signature(const kiln_rt_model* model, size_t index);
 KILN_RT_API const char* kiln_rt_output_name(const kiln_rt_model* model, size_t index);
 KILN_RT_API const char* kiln_rt_output_signature(const kiln_rt_model* model, size_t index);
+/* Where the model runs: "cpu", or "cuda" for an artifact exported with `--device cuda` (it
+ * runs on GPU 0); NULL for a NULL model. */
+KILN_RT_API const char* kiln_rt_device(const kiln_rt_model* model);
 /* The manifest as loaded (JSON). */
 KILN_RT_API const char* kiln_rt_manifest(const kiln_rt_model* model);
 

@@ -77,14 +77,22 @@ class Model {
 
   // Thread-safe: one Model may run on several threads at once.
   Outputs run(const std::vector<Input>& inputs) const {
-    std::vector<kiln_rt_tensor> raw;
-    for (const Input& in : inputs)
-      raw.push_back({const_cast<void*>(in.data), in.dtype, static_cast<int32_t>(in.shape.size()),
-                     in.shape.data()});
+    std::vector<kiln_rt_tensor> raw = c_inputs(inputs);
     kiln_rt_outputs* out = kiln_rt_run(handle_.get(), raw.data(), raw.size());
     if (!out) throw Error(kiln_rt_last_error());
     return Outputs(out);
   }
+
+  // kiln_rt_run_on_device: a GPU model on device pointers; returns once the work is queued
+  // on `stream` (a CUstream or cudaStream_t; null: the default stream).
+  Outputs run_on_device(const std::vector<Input>& inputs, void* stream = nullptr) const {
+    std::vector<kiln_rt_tensor> raw = c_inputs(inputs);
+    kiln_rt_outputs* out = kiln_rt_run_on_device(handle_.get(), raw.data(), raw.size(), stream);
+    if (!out) throw Error(kiln_rt_last_error());
+    return Outputs(out);
+  }
+  // "cpu" or "cuda".
+  std::string device() const { return kiln_rt_device(handle_.get()); }
 
   size_t input_count() const { return kiln_rt_input_count(handle_.get()); }
   size_t output_count() const { return kiln_rt_output_count(handle_.get()); }
@@ -99,6 +107,13 @@ class Model {
   std::string manifest() const { return kiln_rt_manifest(handle_.get()); }
 
  private:
+  static std::vector<kiln_rt_tensor> c_inputs(const std::vector<Input>& inputs) {
+    std::vector<kiln_rt_tensor> raw;
+    for (const Input& in : inputs)
+      raw.push_back({const_cast<void*>(in.data), in.dtype, static_cast<int32_t>(in.shape.size()),
+                     in.shape.data()});
+    return raw;
+  }
   static std::string checked(const char* s) {
     if (!s) throw Error("kiln_rt: index out of range");
     return s;

@@ -23,6 +23,7 @@
 #include "kiln/cpu/kernels/register.h"
 #include "kiln/cpu_features.h"
 #include "kiln/cuda/exec/graph_runner.h"
+#include "kiln/cuda/stream.h"
 #include "kiln/dispatch.h"
 #include "kiln/error.h"
 #include "kiln/ir/graph.h"
@@ -153,16 +154,16 @@ struct LoadedModel::Graph {
   std::unique_ptr<backends::Executable> runner;
   Device device = kCPU;
 
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool keep_on_device) {
     // Every graph input: the call's tensors for the signature's inputs (copied to the GPU
-    // for a GPU graph), the weights for the rest.
+    // for a GPU graph, unless they are there already), the weights for the rest.
     std::vector<Tensor> all;
     size_t next = 0;
     for (const ir::GraphInput& in : graph->inputs())
       all.push_back(in.kind == ir::InputKind::Input ? on_device(inputs.at(next++), device)
                                                     : in.constant);
     std::vector<Tensor> out = runner->run(all);
-    if (device.is_cuda()) {  // the caller gets host tensors of its own
+    if (device.is_cuda() && !keep_on_device) {  // the caller gets host tensors of its own
       for (Tensor& t : out) t = on_device(t, kCPU);
       return out;
     }
@@ -190,6 +191,7 @@ LoadedModel::LoadedModel(const std::string& dir) : dir_(dir) {
   // The host first: nothing of the artifact's code is loaded on a CPU or GPU that cannot run
   // it.
   const Device device = m.device == "cuda" ? kCUDA : kCPU;
+  device_ = device;
   bool has_code = false;
   for (const artifact::GraphEntry& g : m.graphs) has_code = has_code || g.kernel_count > 0;
   if (device.is_cuda()) {
@@ -318,6 +320,19 @@ size_t LoadedModel::choose_graph(
 }
 
 std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
+  return checked_run(inputs, kCPU, false);
+}
+
+std::vector<Tensor> LoadedModel::run_on_device(const std::vector<Tensor>& inputs, void* stream) {
+  KILN_CHECK(device_.is_cuda(), "[kiln_rt] ", manifest_.model,
+             " runs on the cpu: its inputs and outputs are host memory. Fix: call kiln_rt_run, "
+             "or export the model with `kiln export --device cuda`.");
+  cuda::StreamGuard on(cuda::Stream::wrap(stream, device_.index));
+  return checked_run(inputs, device_, true);
+}
+
+std::vector<Tensor> LoadedModel::checked_run(const std::vector<Tensor>& inputs, Device where,
+                                             bool keep_on_device) {
   const artifact::Manifest& m = manifest_;
   KILN_CHECK(
       inputs.size() == m.inputs.size(), "[kiln_rt] ", m.model, " expects ", m.inputs.size(),
@@ -378,10 +393,12 @@ std::vector<Tensor> LoadedModel::run(const std::vector<Tensor>& inputs) {
       }
       if (!seen) symbols.push_back({dim.symbol, size});
     }
-    KILN_CHECK(x.device().is_cpu() && x.is_contiguous(), "[kiln_rt] input '", spec.name,
-               "' must be a contiguous cpu tensor. Fix: pass dense row-major data.");
+    KILN_CHECK(x.device() == where && x.is_contiguous(), "[kiln_rt] input '", spec.name,
+               "' must be a contiguous ", where, " tensor, got one on ", x.device(),
+               ". Fix: pass dense row-major data in ",
+               where.is_cpu() ? "host memory" : "the memory of " + where.str(), ".");
   }
-  std::vector<Tensor> out = graphs_[choose_graph(symbols)]->run(inputs);
+  std::vector<Tensor> out = graphs_[choose_graph(symbols)]->run(inputs, keep_on_device);
   for (Tensor& t : out)
     if (!t.is_contiguous()) t = dispatch1(ops::clone, std::span<const Tensor>(&t, 1));
   return out;

@@ -224,6 +224,21 @@ KILN_FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return kSuccess;
 }
 
+// Device memory is GPU 0's; any other address is unknown to the driver (the real one answers
+// CUDA_ERROR_INVALID_VALUE for host memory it did not allocate or register).
+KILN_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr) {
+  if (!data || !host_range(ptr, 1)) return kInvalidValue;
+  if (attribute == kPointerAttributeMemoryType) {
+    *static_cast<unsigned*>(data) = kMemoryTypeDevice;
+    return kSuccess;
+  }
+  if (attribute == kPointerAttributeDeviceOrdinal) {
+    *static_cast<int*>(data) = 0;
+    return kSuccess;
+  }
+  return kInvalidValue;
+}
+
 KILN_FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return kInvalidValue;
   Memory& m = memory();
@@ -559,6 +574,6 @@ KILN_FAKE_SAME(cuMemcpyDtoHAsync_v2); KILN_FAKE_SAME(cuLaunchKernel);
 KILN_FAKE_SAME(cuStreamBeginCapture_v2); KILN_FAKE_SAME(cuStreamEndCapture);
 KILN_FAKE_SAME(cuStreamIsCapturing); KILN_FAKE_SAME(cuGraphInstantiateWithFlags);
 KILN_FAKE_SAME(cuGraphLaunch); KILN_FAKE_SAME(cuGraphExecDestroy); KILN_FAKE_SAME(cuGraphDestroy);
-KILN_FAKE_SAME(cuLaunchHostFunc);
+KILN_FAKE_SAME(cuLaunchHostFunc); KILN_FAKE_SAME(cuPointerGetAttribute);
 #undef KILN_FAKE_SAME
 // clang-format on

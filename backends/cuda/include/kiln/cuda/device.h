@@ -55,4 +55,9 @@ void synchronize(int index = 0);
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes, int index = 0);
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes, int index = 0);
 
+// The GPU whose memory `ptr` addresses (memory from cuMemAlloc, cudaMalloc, managed memory), or
+// -1 for host memory, pinned or not, and addresses the driver does not know. Throws kiln::Error
+// when no GPU is available.
+int device_of_pointer(const void* ptr);
+
 }  // namespace kiln::cuda

@@ -40,6 +40,12 @@ constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 
+// cuPointerGetAttribute: what memory a pointer addresses (a CUmemorytype, 2: device memory),
+// and the GPU it lives on.
+constexpr int kPointerAttributeMemoryType = 2;
+constexpr int kPointerAttributeDeviceOrdinal = 9;
+constexpr unsigned kMemoryTypeDevice = 2;
+
 // cuEventCreate flag: no timing data, so recording and querying stay cheap.
 constexpr unsigned kEventDisableTiming = 2;
 
@@ -117,6 +123,7 @@ struct Api {
   CUresult (*cuGraphDestroy)(CUgraph graph);
   // Host work in stream order (a host node when captured).
   CUresult (*cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* data);
+  CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr);
 };
 
 // The outcome of loading a driver library: the API when it loaded and cuInit succeeded,

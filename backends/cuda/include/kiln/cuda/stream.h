@@ -30,6 +30,13 @@ class Stream {
   // A new stream on GPU `device` that does not wait for the default stream; destroyed when the
   // last copy of it goes.
   static Stream create(int device = 0);
+  // A stream made elsewhere (a CUstream, or the CUDA runtime's cudaStream_t, from the caller,
+  // PyTorch, ...) that kiln queues work on but never destroys: the owner keeps it alive while
+  // kiln's work on it may still be queued. Null: GPU `device`'s default stream.
+  static Stream wrap(void* handle, int device = 0) {
+    return handle ? Stream(device, std::shared_ptr<void>(handle, [](void*) {}))
+                  : default_stream(device);
+  }
 
   int device() const { return device_; }
   // The driver's CUstream (null for the default stream).
