@@ -64,7 +64,7 @@ for model in fashion_mlp lazy_cnn; do
 done
 
 # A GPU artifact exports where there is no GPU (unchecked, and saying so); kiln_rt refuses to
-# load it there, naming the reason.
+# load it there, naming the reason, and --info describes it and says why it does not run.
 KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$kiln" export --checkpoint "$tmp/fashion_mlp.safetensors" \
   -o "$tmp/gpu.kiln" --device cuda > "$tmp/export_gpu.txt"
 has "$tmp/export_gpu.txt" "cuda target sm_90" "export --device cuda"
@@ -72,4 +72,10 @@ has "$tmp/export_gpu.txt" "not checked against eager: no GPU here" "export --dev
 # Both Linear layers (with the ReLU and the bias) are cuBLASLt calls with epilogues: no PTX.
 grep -q 'kind="gemm"' "$tmp/gpu.kiln/graph0.kir" || fail "export --device cuda: no GEMM epilogue in graph0.kir"
 KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused run_gpu_artifact \
-  "is a GPU artifact (kernels for sm_90) and this process has no GPU" run "$tmp/gpu.kiln" --info
+  "is a GPU artifact (kernels for sm_90) and this process has no GPU" run "$tmp/gpu.kiln" \
+  --input "$tmp/none.safetensors"
+KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 run gpu_info run "$tmp/gpu.kiln" --info
+[ "$rc" -eq 0 ] || fail "run --info on a GPU artifact without a GPU: exit $rc: $(cat "$tmp/gpu_info.txt")"
+has "$tmp/gpu_info.txt" "device: cuda, kernels for sm_90 and newer GPUs" "run --info on a GPU artifact"
+has "$tmp/gpu_info.txt" "runs here: no: [kiln_rt]" "run --info on a GPU artifact"
+has "$tmp/gpu_info.txt" "is a GPU artifact (kernels for sm_90) and this process has no GPU" "run --info on a GPU artifact"

@@ -46,6 +46,7 @@ run info run "$tmp/mlp.kiln" --info
 has "$tmp/info.txt" "input   x          float32  [s0 in 1..∞, 1, 28, 28]" "run --info"
 has "$tmp/info.txt" "output  output0    float32  [s0, 10]" "run --info"
 has "$tmp/info.txt" "fashion_mlp" "run --info"
+has "$tmp/info.txt" "runs here: yes (loaded and checked in " "run --info"
 if grep -qF "9223372036854775807" "$tmp/info.txt"; then fail "run --info prints int64's maximum"; fi
 
 # input.safetensors: NAME float32[BATCH, 1, 28, 28], every value 0.5 (0x3f000000), written

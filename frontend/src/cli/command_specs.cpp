@@ -258,7 +258,7 @@ std::vector<CommandSpec> make_specs() {
                     .help = "write the outputs to this safetensors file"},
                    {.name = "info",
                     .kind = Kind::Flag,
-                    .help = "print the signature, the target and the weights; run nothing"}},
+                    .help = "print the signature, the target, the weights and whether it runs here; run nothing"}},
        .exclusive = {{{"info", "input"}, "--info runs nothing"},
                      {{"info", "output"}, "--info runs nothing"}}},
   };

@@ -138,12 +138,11 @@ void print_specs(const char* what, const std::vector<artifact::TensorSpec>& spec
   }
 }
 
-// The signature as a table, then what the artifact is; the manifest itself is in DIR.
-void print_info(const kiln_rt::Model& model, const std::string& dir) {
-  const artifact::Manifest m =
-      artifact::Manifest::from_json(json::parse(model.manifest()), dir + "/manifest.json");
+// The signature as a table, then what the artifact is (the manifest itself is in DIR), then
+// whether it runs here: `loads` is how loading it went ("yes, ..." or "no: <why>").
+void print_info(const artifact::Manifest& m, const std::string& dir, const std::string& loads) {
   std::cout << "artifact " << dir << ": " << m.model << ", exported by kiln " << m.kiln_version
-            << " (format " << m.format_version << "), loaded by kiln_rt " << kiln_rt_version()
+            << " (format " << m.format_version << "), read by kiln_rt " << kiln_rt_version()
             << "\n\nsignature:\n";
   print_specs("input", m.inputs, m);
   print_specs("output", m.outputs, m);
@@ -178,16 +177,28 @@ void print_info(const kiln_rt::Model& model, const std::string& dir) {
   if (!m.config.is_null()) std::cout << "config: " << json::dump(m.config) << "\n";
   for (const auto& [key, value] : m.metadata) std::cout << "metadata " << key << ": " << value << "\n";
   std::cout << "artifact_sha256: " << m.artifact_sha256 << "\n";
+  std::cout << "runs here: " << loads << "\n";
 }
 
 int run_artifact(const std::string& dir, const Args& args) {
+  if (args.has("info")) {
+    // The manifest describes the artifact wherever it is; loading it says whether this
+    // machine runs it (a GPU artifact where there is no GPU does not, and info says why).
+    const artifact::Manifest m = artifact::read_manifest(dir);
+    std::string loads;
+    Clock::time_point start = Clock::now();
+    try {
+      kiln_rt::Model model(dir);
+      loads = "yes (loaded and checked in " + fixed(ms_since(start), 1) + " ms)";
+    } catch (const kiln_rt::Error& e) {
+      loads = std::string("no: ") + e.what();
+    }
+    print_info(m, dir, loads);
+    return 0;
+  }
   Clock::time_point start = Clock::now();
   kiln_rt::Model model(dir);
   const double load_ms = ms_since(start);
-  if (args.has("info")) {
-    print_info(model, dir);
-    return 0;
-  }
   const std::string input_path = args.str("input", "");
   std::vector<Tensor> inputs = pick_inputs(model, load_safetensors(input_path), input_path);
   std::vector<kiln_rt::Input> raw;
