@@ -442,6 +442,37 @@ TEST(CudaTensor, ElementwiseOpsReductionsViewsAndInPlaceWritesMatchTheCpu) {
                    1e-6, "silu's gradient on the gpu");
 }
 
+// float16 and bfloat16 are storage-only types but for GEMMs on the GPU, which multiply them on
+// tensor cores with float32 accumulation: the product of the rounded inputs, rounded once.
+TEST(CudaTensor, HalfPrecisionGemmsAccumulateInFloat32) {
+  REQUIRE_KERNELS();
+  manual_seed(12);
+  const Tensor a = randn({37, 65}), b = randn({65, 29}), batch = randn({3, 37, 65});
+  for (DType dt : {kFloat16, kBFloat16}) {
+    const std::string name(dtype_name(dt));
+    // Half the rounding step of a value near 1 (8 significant bits for bfloat16, 11 for float16).
+    const double rtol = dt == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
+    auto check = [&](const Tensor& x, const Tensor& y, const std::string& what) {
+      const Tensor rx = x.to(dt), ry = y.to(dt);  // the inputs as stored
+      const Tensor want = matmul(rx.to(kFloat32), ry.to(kFloat32));
+      const Tensor got = matmul(rx.to(kCUDA), ry.to(kCUDA));
+      EXPECT_EQ(got.dtype(), dt) << what;
+      EXPECT_EQ(got.device(), kCUDA) << what;
+      EXPECT_EQ(count_mismatches(got.to(kCPU).to(kFloat32).to_vector<double>(), want.to_vector<double>(),
+                                 rtol, 1e-3, name + " " + what),
+                0);
+    };
+    check(a, b, "2-d");
+    check(batch, b, "batched");
+    check(b.t(), a.t(), "transposed views");
+    check(a.slice(1, 0, 0), b.slice(0, 0, 0), "an empty sum");
+    // The CPU keeps them storage-only, and says where they multiply.
+    const std::string m = error_of([&] { matmul(a.to(dt), b.to(dt)); });
+    EXPECT_TRUE(contains(m, "[matmul] " + name + " is a storage-only type on cpu")) << m;
+    EXPECT_TRUE(contains(m, "Fix: convert with .to(kiln::kFloat32) first, or multiply on a GPU")) << m;
+  }
+}
+
 TEST(CudaTensor, LayoutAndIndexOpsAndTheirGradientsMatchTheCpu) {
   REQUIRE_KERNELS();
   manual_seed(8);

@@ -99,9 +99,11 @@ void run_gemm(Tensor a, Tensor b, const Tensor& out, const GemmEpilogue* epilogu
     integer_matmul(a, b, out);
     return;
   }
-  KILN_CHECK(dtype == kFloat32 || dtype == kFloat64, "[matmul] on ", out.device(),
-             " multiplies float32, float64 (cuBLASLt), int32 and int64 tensors, found ", dtype,
-             ". Fix: convert with .to(kiln::kFloat32), or multiply on the cpu.");
+  const bool half = dtype == kFloat16 || dtype == kBFloat16;
+  KILN_CHECK(dtype == kFloat32 || dtype == kFloat64 || half, "[matmul] on ", out.device(),
+             " multiplies float32, float64, float16, bfloat16 (cuBLASLt), int32 and int64 "
+             "tensors, found ", dtype, ". Fix: convert with .to(kiln::kFloat32), or multiply on "
+             "the cpu.");
   if (out.numel() == 0) return;
   if (a.sizes().back() == 0) {  // an empty sum: zeros
     fill_on_gpu(out, 0);
@@ -119,13 +121,19 @@ void run_gemm(Tensor a, Tensor b, const Tensor& out, const GemmEpilogue* epilogu
   const int device = out.device().index;
   const cublaslt::Handle handle = handle_for(device);
 
-  const bool single = dtype == kFloat32;
-  const int type = single ? cublaslt::kR32F : cublaslt::kR64F;
-  const int compute = !single ? cublaslt::kCompute64F
-                      : allow_tf32() ? cublaslt::kCompute32FFastTF32
-                                     : cublaslt::kCompute32F;
+  // float16 and bfloat16 accumulate and scale in float32, as cuBLAS's default for them (and
+  // PyTorch's); TF32 applies to float32 inputs only.
+  const bool single = dtype != kFloat64;  // alpha and beta are float32
+  const int type = dtype == kFloat32   ? cublaslt::kR32F
+                   : dtype == kFloat64 ? cublaslt::kR64F
+                   : dtype == kFloat16 ? cublaslt::kR16F
+                                       : cublaslt::kR16BF;
+  const int compute = !single                                ? cublaslt::kCompute64F
+                      : dtype == kFloat32 && allow_tf32() ? cublaslt::kCompute32FFastTF32
+                                                             : cublaslt::kCompute32F;
   Descriptors g{api};
-  check(api.cublasLtMatmulDescCreate(&g.desc, compute, type), "cublasLtMatmulDescCreate");
+  check(api.cublasLtMatmulDescCreate(&g.desc, compute, single ? cublaslt::kR32F : cublaslt::kR64F),
+        "cublasLtMatmulDescCreate");
   const int32_t trans_x = plan.x.transposed ? cublaslt::kOpT : cublaslt::kOpN;
   const int32_t trans_y = plan.y.transposed ? cublaslt::kOpT : cublaslt::kOpN;
   check(api.cublasLtMatmulDescSetAttribute(g.desc, cublaslt::kDescTransA, &trans_x, sizeof(trans_x)),

@@ -11,9 +11,15 @@ namespace {
 void infer_matmul(InferCall& c) {
   infer::check_arity(c, 2);
   infer::check_same_dtype(c);
-  infer::check_compute_dtype(c, 0);
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];
+  // float16 and bfloat16 are storage-only types, except for GEMMs on GPUs: tensor cores multiply
+  // them with float32 accumulation (cuBLASLt), as torch.matmul does in half precision.
+  const bool half = a.dtype() == DType::Float16 || a.dtype() == DType::BFloat16;
+  KILN_CHECK(!half || a.device().is_cuda(), "[matmul] ", a.dtype(), " is a storage-only type on ",
+             a.device(), "; kiln computes in float32 there (GPUs multiply float16 and bfloat16 "
+             "on tensor cores). Fix: convert with .to(kiln::kFloat32) first, or multiply on a GPU.");
+  if (!half) infer::check_compute_dtype(c, 0);
   KILN_CHECK(a.dtype() != DType::Bool, "[matmul] does not accept bool tensors. Fix: convert with .to().");
   KILN_CHECK(a.dim() >= 2 && b.dim() >= 2, "[matmul] the primitive expects operands of rank >= 2, got ",
              a.type_str(), " and ", b.type_str(), ". Fix: call kiln::matmul, which handles 1-D operands.");

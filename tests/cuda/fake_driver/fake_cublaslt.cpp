@@ -1,7 +1,8 @@
 // A fake cuBLASLt: a stand-in for libcublasLt that the fake-driver tests load through
 // KILN_CUBLASLT, so that matmul on CUDA tensors runs on machines without a GPU. It does what
 // kiln asks of cuBLASLt (kiln/cuda/cublaslt.h) with a plain loop: column-major layouts with
-// leading dimensions, transposes, strided batches, float32 and float64, on the fake driver's
+// leading dimensions, transposes, strided batches, float32, float64, float16 and bfloat16
+// (summed in double, rounded once to the output type), on the fake driver's
 // device memory (fake_memory.h). With the TF32 compute type the inputs are rounded to TF32's
 // 10-bit mantissa first, as the tensor cores do, so allow_tf32 changes results as on a GPU.
 // Epilogues (bias per row of D, ReLU, tanh-approximated GELU) apply as D is stored.
@@ -19,6 +20,7 @@
 #include "fake_memory.h"
 #include "kiln/cuda/cublaslt.h"
 #include "kiln/cuda/driver.h"
+#include "kiln/half.h"
 
 using namespace kiln::cuda::cublaslt;
 
@@ -181,7 +183,8 @@ KILN_FAKE_EXPORT Status cublasLtMatmulDescSetAttribute(MatmulDesc desc, int attr
 
 KILN_FAKE_EXPORT Status cublasLtMatrixLayoutCreate(MatrixLayout* layout, int type, uint64_t rows, uint64_t cols,
                                                    int64_t ld) {
-  if (!layout || (type != kR32F && type != kR64F)) return kNotSupported;
+  if (!layout || (type != kR32F && type != kR64F && type != kR16F && type != kR16BF))
+    return kNotSupported;
   *layout = new cublasLtMatrixLayoutOpaque_t{type, rows, cols, ld};
   return kSuccess;
 }
@@ -234,11 +237,19 @@ KILN_FAKE_EXPORT Status cublasLtMatmul(Handle handle, MatmulDesc desc, const voi
   if (!handle || !desc || !al || !bl || !cl || !dl || !alpha || !beta) return kInvalidValue;
   using kiln::cuda::fake::host_address;
   // Everything by value: a recorded call runs after the caller's descriptors and scalars are gone.
-  const bool single = dl->type == kR32F;
+  const bool single = dl->type != kR64F;  // the scale type: float32 but for float64 GEMMs
   const double alpha_value = single ? *static_cast<const float*>(alpha) : *static_cast<const double*>(alpha);
   const double beta_value = single ? *static_cast<const float*>(beta) : *static_cast<const double*>(beta);
   on_stream(stream, [=, desc = *desc, al = *al, bl = *bl, cl = *cl, dl = *dl] {
-    if (single) {
+    using kiln::BFloat16;
+    using kiln::Half;
+    if (dl.type == kR16F) {
+      multiply(desc, alpha_value, host_address<const Half>(a), al, host_address<const Half>(b), bl, beta_value,
+               host_address<const Half>(c), cl, host_address<Half>(d), dl);
+    } else if (dl.type == kR16BF) {
+      multiply(desc, alpha_value, host_address<const BFloat16>(a), al, host_address<const BFloat16>(b), bl,
+               beta_value, host_address<const BFloat16>(c), cl, host_address<BFloat16>(d), dl);
+    } else if (dl.type == kR32F) {
       multiply(desc, alpha_value, host_address<const float>(a), al, host_address<const float>(b), bl, beta_value,
                host_address<const float>(c), cl, host_address<float>(d), dl);
     } else {
