@@ -253,5 +253,58 @@ TEST(GpuExport, WritesTheDeviceCheckArtifacts) {
   }
 }
 
+// The elementwise chain of the GPU targets, relu(x * a + b) * c - d, compiled into one kernel.
+struct Chain : nn::Module {
+  Tensor forward(const Tensor& x) override { return relu(x * 1.5 + 0.25) * 2.0 - 0.5; }
+};
+
+struct Softmax : nn::Module {
+  Tensor forward(const Tensor& x) override { return nn::functional::softmax(x, -1); }
+};
+
+// Writes the artifacts bench/gpu/bench_gpu.cpp times on a GPU (tests/gpu/prepare.sh sets
+// KILN_GPU_BENCH_ARTIFACTS): the elementwise chain, softmax and layer_norm rows of width 4096,
+// and a BERT-sized encoder (6 layers of d384, 12 heads, FFN 1536), each with a dynamic batch.
+// The encoder's weights are constants: its 42 MB then compress to almost nothing for the trip
+// to the GPU machine, and its speed does not depend on them.
+TEST(GpuExport, WritesTheGpuBenchArtifacts) {
+  const char* dir = std::getenv("KILN_GPU_BENCH_ARTIFACTS");
+  if (!dir) GTEST_SKIP() << "KILN_GPU_BENCH_ARTIFACTS is not set (tests/gpu/prepare.sh sets it)";
+  REQUIRE_TOOLKIT();
+  nn::TransformerEncoderLayerOptions o;
+  o.dim_feedforward = 1536;
+  o.dropout = 0;
+  o.batch_first = true;
+  auto encoder = std::make_shared<nn::TransformerEncoder>(
+      std::make_shared<nn::TransformerEncoderLayer>(384, 12, o), 6);
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : encoder->named_parameters())
+      if (name.find("norm") == std::string::npos) p.fill_(0.01);
+  }
+  struct Bench {
+    const char* name;
+    std::shared_ptr<nn::Module> model;
+    Shape example;
+  };
+  std::vector<Bench> benches = {
+      {"chain", std::make_shared<Chain>(), {8, 1024}},
+      {"softmax", std::make_shared<Softmax>(), {8, 4096}},
+      {"layer_norm", std::make_shared<nn::LayerNorm>(4096), {8, 4096}},
+      {"encoder", encoder, {2, 128, 384}},
+  };
+  std::filesystem::create_directories(dir);
+  for (Bench& b : benches) {
+    b.model->eval();
+    ExportOptions options;
+    options.dynamic_batch = true;
+    options.device = kCUDA;
+    options.model_name = b.name;
+    ExportResult r = export_model(b.model, {randn(b.example)}, std::string(dir) + "/" + b.name + ".kiln",
+                                  options);
+    std::cout << r.summary();
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks, in one call on a GPU machine (tests/gpu/prepare.sh made gpu-carry/ here
 # first; carry it). Writes to $OUT (default: ./gpu-out): results.txt (the machine, the driver,
-# every CUDA test's outcome, the generated kernels' run against the CPU's results) and
-# gtest.json. Finishes in well under a minute today; as the CUDA work grows it will run the
-# GPU benchmarks and the PyTorch comparisons too (issue 17), and stays under 5 minutes.
+# every CUDA test's outcome, the generated kernels' run against the CPU's results, the GPU
+# benchmarks, PyTorch on the same work and the targets as ratios of the two), gtest.json,
+# bench_gpu.json and torch_peers.json. Each step has a time limit; all of them together stay
+# under 5 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu-out}
@@ -30,11 +31,22 @@ export KILN_GPU_KERNEL_BUNDLE="$PWD/gpu-carry/kernels.safetensors"
 # Seed models exported for the GPU, run through kiln_rt (tests/cuda/artifact_test.cpp).
 export KILN_GPU_ARTIFACTS="$PWD/gpu-carry/artifacts"
 # Every CUDA suite, and every op of the table on the GPU against the CPU (CudaOpTable).
-timeout 270 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*:Table/CudaOpTable.*' --gtest_output="json:$OUT/gtest.json" \
+timeout 100 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*:Table/CudaOpTable.*' --gtest_output="json:$OUT/gtest.json" \
   2>&1 | tee -a "$OUT/results.txt"
 status=${PIPESTATUS[0]}
 # The tests that skipped, with their reasons.
 skipped=$(grep -cE '^\[  SKIPPED \] [A-Za-z/]+\.[A-Za-z]+[/A-Za-z0-9_]* \(' "$OUT/results.txt")
 echo "skipped tests: $skipped (a GPU machine skips only the op table's factory cases, checked in CudaTensor)" >> "$OUT/results.txt"
+# The GPU benchmarks (bench/gpu/bench_gpu.cpp: compiled work through kiln_rt on device
+# buffers, eager work through kiln), PyTorch on the same work, and the targets as ratios.
+tar -C "$libs" -xzf gpu-carry/bench-artifacts.tar.gz
+{ echo; echo "## GPU benchmarks"; } >> "$OUT/results.txt"
+KILN_GPU_BENCH_ARTIFACTS="$libs/bench-artifacts" timeout 70 gpu-carry/bench_gpu \
+  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$OUT/bench_gpu.json" --benchmark_out_format=json 2>&1 | tee -a "$OUT/results.txt"
+{ echo; echo "## PyTorch on the same work"; } >> "$OUT/results.txt"
+timeout 110 python3 tests/gpu/torch_peers.py "$OUT/torch_peers.json" 2>&1 | tee -a "$OUT/results.txt"
+{ echo; echo "## Targets"; } >> "$OUT/results.txt"
+python3 tests/gpu/gpu_targets.py "$OUT/bench_gpu.json" "$OUT/torch_peers.json" 2>&1 | tee -a "$OUT/results.txt"
 echo "exit status: $status" >> "$OUT/results.txt"
 exit "$status"
