@@ -345,7 +345,7 @@ TEST(CudaCompiled, ModelsMatchEagerOnTheGpuAndTheCpu) {
   ASSERT_TRUE(std::regex_search(note, kernels, std::regex(R"((\d+) kernels \()"))) << note;
   ASSERT_TRUE(std::regex_search(
       note, launched,
-      std::regex(R"(\((\d+) generated kernels, (\d+) eager kernels, (\d+) cuBLASLt calls\))")))
+      std::regex(R"(\((\d+) generated kernels, (\d+) eager kernels, (\d+) library calls\))")))
       << note;
   EXPECT_EQ(kernels[1], launched[1]) << note;
   EXPECT_EQ(launched[3], "2") << note;
@@ -411,7 +411,7 @@ TEST(CudaCompiled, LinearLayersRunAsGemmsWithTheirBiasAndActivationAsEpilogues) 
   std::string note = backend_note(explain(compiled));
   // fc1 + ReLU, fc2 + GELU and fc3 + its bias: three cuBLASLt calls and nothing else.
   EXPECT_NE(note.find("0 kernels (0 ops), 3 GEMM epilogues"), std::string::npos) << note;
-  EXPECT_NE(note.find("3 launches per call (0 generated kernels, 0 eager kernels, 3 cuBLASLt "
+  EXPECT_NE(note.find("3 launches per call (0 generated kernels, 0 eager kernels, 3 library "
                       "calls)"),
             std::string::npos)
       << note;

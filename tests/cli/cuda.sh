@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # `kiln train --device cuda` and `kiln eval --device cuda` end to end on the fake driver
-# (tests/cuda/fake_driver: kernels built and run on the host, matmul by plain loops): the
+# (tests/cuda/fake_driver: kernels built and run on the host, matmul and convolutions by plain
+# loops): the
 # model trains and evaluates on the "GPU" with the CPU's results, the checkpoint evaluates
 # alike on either device, a missing GPU or a bad --device fails with the reason, and the
 # checkpoint exports as a GPU artifact without a GPU.
-# Usage: cuda.sh KILN FAKE_DRIVER FAKE_NVRTC FAKE_CUBLASLT. Exits 77 (skipped) when
+# Usage: cuda.sh KILN FAKE_DRIVER FAKE_NVRTC FAKE_CUBLASLT FAKE_CUDNN. Exits 77 (skipped) when
 # Fashion-MNIST is not installed.
 set -euo pipefail
 kiln="$1"
 source "$(dirname "$0")/lib.sh"
 on_fake_gpu() {
-  KILN_CUDA_DRIVER="$2" KILN_NVRTC="$3" KILN_CUBLASLT="$4" "$kiln" "${@:5}"
+  KILN_CUDA_DRIVER="$2" KILN_NVRTC="$3" KILN_CUBLASLT="$4" KILN_CUDNN="$5" "$kiln" "${@:6}"
 }
-fakes=("$1" "$2" "$3" "$4")
+fakes=("$1" "$2" "$3" "$4" "$5")
 
 # Without a driver, or with a device that is not there, --device fails at once.
 KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused no_driver \
@@ -31,7 +32,7 @@ has "$tmp/index.txt" "kiln eval: --device cuda:1: this machine has 1 GPU(s), cud
 on_fake_gpu "${fakes[@]}" bench --model residual_mlp --device cuda --backend interp --iters 2 > "$tmp/bench_gpu.txt"
 has "$tmp/bench_gpu.txt" "on cuda:0 (kiln fake GPU)" "bench --device cuda"
 # ResidualMLP's 10 linear layers are one cuBLASLt call each, eagerly and compiled.
-has "$tmp/bench_gpu.txt" "10 cuBLASLt calls), compiled " "bench --device cuda: launches per call"
+has "$tmp/bench_gpu.txt" "10 library calls), compiled " "bench --device cuda: launches per call"
 on_fake_gpu "${fakes[@]}" explain --model residual_mlp --device cuda --backend interp > "$tmp/explain_gpu.txt"
 has "$tmp/explain_gpu.txt" 'input %0 "x": float32[2, 1, 28, 28]@cuda:0' "explain --device cuda"
 KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused bench_no_driver \

@@ -14,6 +14,8 @@
 
 #include "cuda/requirements.h"
 #include "kiln/cuda/caching_allocator.h"
+#include "kiln/cuda/conv_kernels.h"
+#include "kiln/cuda/fused_kernels.h"
 #include "kiln/dispatch.h"
 #include "kiln/kiln.h"
 #include "kiln/ops/elementwise.h"
@@ -654,6 +656,56 @@ TEST(CudaTensor, ConvolutionsAndTheirGradientsMatchTheCpu) {
         return square(gx).sum();
       },
       {x, w}, 1e-4);
+}
+
+// Where cuDNN is loaded, a convolution and each of its gradients is one cuDNN call; with cuDNN
+// turned off they run as im2col + cuBLASLt. Both give the CPU's results (the test above runs
+// with the default).
+TEST(CudaTensor, ConvolutionsGoThroughCudnnOrIm2ColAlike) {
+  REQUIRE_KERNELS();
+  if (const std::string why = cuda::cudnn_unavailable_reason(); !why.empty())
+    GTEST_SKIP() << "no cuDNN: " << why;
+  namespace F = nn::functional;
+  manual_seed(13);
+  const Tensor x = randn({2, 4, 9, 7}), w = randn({6, 2, 3, 3}), b = randn({6});
+  struct Run {
+    Tensor y, gx, gw, gb;
+    cuda::LaunchCounts forward, backward;
+  };
+  auto run = [&](DType dtype) {
+    Run r;
+    Tensor xg = x.to(dtype).to(kCUDA).requires_grad_(), wg = w.to(dtype).to(kCUDA).requires_grad_();
+    Tensor bg = b.to(dtype).to(kCUDA).requires_grad_();
+    const cuda::LaunchCounts start = cuda::launches_on_this_thread();
+    r.y = F::conv2d(xg, wg, bg, {2, 1}, {1, 2}, {1, 2}, 2);
+    const cuda::LaunchCounts middle = cuda::launches_on_this_thread();
+    r.y.backward(full(r.y.sizes(), 0.5, TensorOptions(dtype).with_device(kCUDA)));
+    const cuda::LaunchCounts end = cuda::launches_on_this_thread();
+    r.forward = {middle.kernels - start.kernels, middle.library_calls - start.library_calls, 0, 0};
+    r.backward = {end.kernels - middle.kernels, end.library_calls - middle.library_calls, 0, 0};
+    r.gx = xg.grad(), r.gw = wg.grad(), r.gb = bg.grad();
+    return r;
+  };
+  for (DType dtype : {kFloat32, kFloat64}) {
+    const std::string name(dtype_name(dtype));
+    const Run with = run(dtype);
+    // The convolution is one cuDNN call (the bias is added by a kernel); so is each gradient.
+    EXPECT_EQ(with.forward.library_calls, 1u) << name;
+    EXPECT_EQ(with.forward.kernels, 1u) << name;
+    EXPECT_EQ(with.backward.library_calls, 2u) << name;
+    cuda::set_cudnn_enabled(false);
+    EXPECT_EQ(cuda::cudnn_unavailable_reason(), "cuDNN is off (kiln::cuda::set_cudnn_enabled(false))");
+    const Run without = run(dtype);
+    cuda::set_cudnn_enabled(true);
+    EXPECT_GT(without.forward.kernels, 1u) << name << ": im2col and the bias";
+    const double tol = dtype == kFloat32 ? 1e-5 : 1e-12;
+    const std::pair<const Tensor*, const Tensor*> pairs[] = {
+        {&with.y, &without.y}, {&with.gx, &without.gx}, {&with.gw, &without.gw}, {&with.gb, &without.gb}};
+    for (const auto& [a, c] : pairs)
+      EXPECT_EQ(count_mismatches(a->to(kCPU).to_vector<double>(), c->to(kCPU).to_vector<double>(), tol, tol,
+                                 name + ": cuDNN against im2col"),
+                0);
+  }
 }
 
 TEST(CudaTensor, AttentionAndItsGradientsMatchTheCpu) {

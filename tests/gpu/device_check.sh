@@ -23,6 +23,15 @@ libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
 tar -C "$libs" -xzf gpu-carry/lib.tar.gz
 export LD_LIBRARY_PATH="$libs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuDNN for the convolutions: the one the loader finds, else the one PyTorch's wheels carry
+# (its sub-libraries are found beside it through the loader path). Without either, they run as
+# im2col + cuBLASLt and the cuDNN test skips with the reason.
+if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9'; then
+  cudnn_dir=$(python3 -c 'import os, nvidia.cudnn as c; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null || true)
+  if [ -n "$cudnn_dir" ] && [ -e "$cudnn_dir/libcudnn.so.9" ]; then
+    export LD_LIBRARY_PATH="$cudnn_dir:$LD_LIBRARY_PATH"
+  fi
+fi
 # The generated eager kernels' host build (tests/cuda/generated_kernels.h) reads the runtime's
 # headers from this tree.
 export KILN_TEST_RUNTIME_INCLUDE="$PWD/runtime/include"

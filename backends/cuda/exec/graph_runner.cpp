@@ -142,7 +142,7 @@ std::string GraphRunner::launch_summary() const {
   std::string counts = std::to_string(generated + eager + library) + " launches per call (" +
                        std::to_string(generated) + " generated kernels, " +
                        std::to_string(eager) + " eager kernels, " + std::to_string(library) +
-                       " cuBLASLt calls)";
+                       " library calls)";
   const std::string memory = plan_ ? plan_->memory_summary() : "";
   if (!memory.empty()) counts += "; intermediates in one device arena: " + memory;
   const std::string replay = replay_ ? replay_->summary() : "";

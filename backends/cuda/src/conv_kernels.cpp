@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "conv_cudnn.h"
 #include "kernel_cache.h"
 #include "kernel_source.h"
 #include "kiln/cuda/elementwise_kernels.h"
@@ -114,12 +115,15 @@ void conv2d_kernel(KernelCall& c) {
   const ConvGeometry p = geometry(x, w.sizes(), out, a);
   const int64_t N = x.size(0), OCg = w.size(0) / p.G, K = p.Cg * p.kh * p.kw, L = p.OH * p.OW;
   if (out.numel() == 0) return;
-  const Tensor weight = reshaped(w, {1, p.G, OCg, K});
-  for (int64_t start = 0, n = chunk_samples(p, N, x.dtype()); start < N; start += n) {
-    n = std::min(n, N - start);
-    const Tensor parts[] = {weight, im2col(x, start, n, p)};
-    // [1, G, OCg, K] x [n, G, K, L] straight into the output's samples, [n, G, OCg, L].
-    dispatch_into(ops::matmul, parts, no_attrs(), reshaped(leading_slice(out, start, n), {n, p.G, OCg, L}));
+  // cuDNN takes no empty tensor (an empty image padded into a non-empty output is one).
+  if (K == 0 || x.numel() == 0 || !cudnn_conv2d(x, w, out, a)) {
+    const Tensor weight = reshaped(w, {1, p.G, OCg, K});
+    for (int64_t start = 0, n = chunk_samples(p, N, x.dtype()); start < N; start += n) {
+      n = std::min(n, N - start);
+      const Tensor parts[] = {weight, im2col(x, start, n, p)};
+      // [1, G, OCg, K] x [n, G, K, L] straight into the output's samples, [n, G, OCg, L].
+      dispatch_into(ops::matmul, parts, no_attrs(), reshaped(leading_slice(out, start, n), {n, p.G, OCg, L}));
+    }
   }
   if (c.inputs.size() > 2 && c.inputs[2].defined()) {
     const Tensor sum[] = {out, reshaped(dense(c.inputs[2]), {1, w.size(0), 1, 1})};
@@ -138,6 +142,7 @@ void conv2d_input_grad_kernel(KernelCall& c) {
     fill_on_gpu(gx, 0);
     return;
   }
+  if (cudnn_conv2d_input_grad(grad, w, gx, forward_attrs(a))) return;
   const Tensor weight_t = last_two_swapped(reshaped(w, {1, p.G, OCg, K}));  // [1, G, K, OCg]
   for (int64_t start = 0, n = chunk_samples(p, N, gx.dtype()); start < N; start += n) {
     n = std::min(n, N - start);
@@ -152,6 +157,8 @@ void conv2d_weight_grad_kernel(KernelCall& c) {
   const Tensor& gw = c.outputs[0];
   const ConvGeometry p = geometry(x, gw.sizes(), grad, forward_attrs(a));
   const int64_t N = x.size(0), OCg = gw.size(0) / p.G, K = p.Cg * p.kh * p.kw, L = p.OH * p.OW;
+  if (gw.numel() > 0 && L > 0 && x.numel() > 0 && cudnn_conv2d_weight_grad(grad, x, gw, forward_attrs(a)))
+    return;
   fill_on_gpu(gw, 0);
   if (gw.numel() == 0 || L == 0) return;
   const Tensor total = reshaped(gw, {p.G, OCg, K});

@@ -40,7 +40,7 @@ double us_per_call(const std::function<Tensor()>& call, int64_t iters, Device de
   return seconds_since(start) * 1e6 / static_cast<double>(iters);
 }
 
-// "12 (4 kernels, 8 cuBLASLt calls)", "3 (1 CUDA graph, 2 copies)": what one call queues on
+// "12 (4 kernels, 8 library calls)", "3 (1 CUDA graph, 2 copies)": what one call queues on
 // the GPU, the kinds it queued none of left out.
 std::string launches_of(const std::function<Tensor()>& call) {
   const cuda::LaunchCounts before = cuda::launches_on_this_thread();
@@ -50,7 +50,7 @@ std::string launches_of(const std::function<Tensor()>& call) {
     uint64_t count;
     const char *one, *many;
   } kinds[] = {{after.kernels - before.kernels, "kernel", "kernels"},
-               {after.library_calls - before.library_calls, "cuBLASLt call", "cuBLASLt calls"},
+               {after.library_calls - before.library_calls, "library call", "library calls"},
                {after.graphs - before.graphs, "CUDA graph", "CUDA graphs"},
                {after.copies - before.copies, "copy", "copies"}};
   uint64_t total = 0;

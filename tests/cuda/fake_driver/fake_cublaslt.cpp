@@ -9,8 +9,6 @@
 // Calls run synchronously, like everything on the fake driver, except on a stream that captures
 // a CUDA graph: there the call is recorded (through the driver's cuLaunchHostFunc) and runs
 // when the graph does.
-#include <dlfcn.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +16,7 @@
 #include <functional>
 
 #include "fake_memory.h"
+#include "fake_stream.h"
 #include "kiln/cuda/cublaslt.h"
 #include "kiln/cuda/driver.h"
 #include "kiln/half.h"
@@ -97,29 +96,6 @@ void multiply(const cublasLtMatmulDescOpaque_t& desc, double alpha, const T* a,
       }
     }
   }
-}
-
-// Runs `work` now, or, when `stream` captures a CUDA graph on the fake driver, records it
-// there. The recorded work is kept for the process (a graph may replay it at any time).
-void on_stream(Stream stream, std::function<void()> work) {
-  namespace driver = kiln::cuda::driver;
-  using IsCapturing = decltype(driver::Api::cuStreamIsCapturing);
-  using LaunchHostFunc = decltype(driver::Api::cuLaunchHostFunc);
-  static const auto [is_capturing, launch_host_func] = [] {
-    const char* path = std::getenv("KILN_CUDA_DRIVER");
-    void* driver = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-    return std::pair{driver ? reinterpret_cast<IsCapturing>(dlsym(driver, "cuStreamIsCapturing")) : nullptr,
-                     driver ? reinterpret_cast<LaunchHostFunc>(dlsym(driver, "cuLaunchHostFunc")) : nullptr};
-  }();
-  const auto native = reinterpret_cast<driver::CUstream>(stream);
-  int status = driver::kStreamCaptureStatusNone;
-  if (!is_capturing || !launch_host_func || is_capturing(native, &status) != driver::kSuccess ||
-      status == driver::kStreamCaptureStatusNone) {
-    work();
-    return;
-  }
-  auto* kept = new std::function<void()>(std::move(work));
-  launch_host_func(native, [](void* w) { (*static_cast<std::function<void()>*>(w))(); }, kept);
 }
 
 }  // namespace
@@ -240,7 +216,7 @@ KILN_FAKE_EXPORT Status cublasLtMatmul(Handle handle, MatmulDesc desc, const voi
   const bool single = dl->type != kR64F;  // the scale type: float32 but for float64 GEMMs
   const double alpha_value = single ? *static_cast<const float*>(alpha) : *static_cast<const double*>(alpha);
   const double beta_value = single ? *static_cast<const float*>(beta) : *static_cast<const double*>(beta);
-  on_stream(stream, [=, desc = *desc, al = *al, bl = *bl, cl = *cl, dl = *dl] {
+  kiln::cuda::fake::on_stream(stream, [=, desc = *desc, al = *al, bl = *bl, cl = *cl, dl = *dl] {
     using kiln::BFloat16;
     using kiln::Half;
     if (dl.type == kR16F) {

@@ -7,8 +7,10 @@
 //     gradient, which a generated kernel folds back (col2im), a thread per input element
 //     gathering the taps that read it (no atomics).
 //   - conv2d_weight_grad: the gradient times the columns' transpose, summed over the samples.
-// Samples go in chunks whose columns fit kColumnBudgetBytes. cuDNN would save the columns'
-// memory traffic; it is not used yet.
+// Samples go in chunks whose columns fit kColumnBudgetBytes. Where cuDNN is loaded
+// (kiln/cuda/cudnn.h) and enabled, the three ops go to it instead (one cuDNN call each, its
+// heuristic's algorithm, no columns in memory); a configuration it has no algorithm for falls
+// back to im2col.
 #pragma once
 
 #include <cstdint>
@@ -37,5 +39,13 @@ std::string conv_kernel_source(ConvKernel kind, DType dtype, const std::string& 
 
 // Fills the CUDA kernel slots of conv2d, conv2d_input_grad and conv2d_weight_grad.
 void register_conv_kernels();
+
+// Convolutions through cuDNN where it is loaded: on by default, as PyTorch's
+// torch.backends.cudnn.enabled; off, they run as im2col + cuBLASLt.
+void set_cudnn_enabled(bool enabled);
+bool cudnn_enabled();
+// Why convolutions on GPU `device` do not go through cuDNN (off, not found, no handle on the
+// GPU); "" when they do.
+std::string cudnn_unavailable_reason(int device = 0);
 
 }  // namespace kiln::cuda

@@ -50,7 +50,7 @@ LaunchGeometry launch_geometry(const FusedKernelInfo& kernel, std::span<const in
                                int multiprocessors);
 
 // What this thread has queued on GPUs so far: kernel launches (the generated kernels and the
-// eager ones, all through FusedKernelModule), cuBLASLt calls, CUDA graph launches
+// eager ones, all through FusedKernelModule), library calls (cuBLASLt, cuDNN), CUDA graph launches
 // (graph_capture.h) and copies and fills between buffers of a GPU. explain and `kiln bench`
 // take the difference around a call: its launches per call.
 struct LaunchCounts {
@@ -61,7 +61,7 @@ struct LaunchCounts {
 };
 LaunchCounts launches_on_this_thread();
 namespace detail {
-void count_library_call();  // the GEMM's cuBLASLt calls
+void count_library_call();  // a GEMM's cuBLASLt call, a convolution's cuDNN call
 void count_graph_launch();  // CapturedGraph::replay
 void count_copy();          // copy_on_device_async, fill_words_async
 }

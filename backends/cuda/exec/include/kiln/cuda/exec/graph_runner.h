@@ -79,7 +79,7 @@ class GraphRunner : public backends::Executable {
   void set_device_plan(bool on);
   bool uses_device_plan() const { return plan_ != nullptr; }
   // What the latest uncaptured run queued, where its intermediates lived and how calls are
-  // replayed: "9 launches per call (3 generated kernels, 4 eager kernels, 2 cuBLASLt calls);
+  // replayed: "9 launches per call (3 generated kernels, 4 eager kernels, 2 library calls);
   // intermediates in one device arena: 3 buffers, ...; replayed as a CUDA graph (...)"
   // (DevicePlan::memory_summary, GraphReplay::summary); empty before the first run.
   std::string launch_summary() const;
