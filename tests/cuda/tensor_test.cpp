@@ -275,6 +275,11 @@ TEST(CudaTensor, EveryOptimizerTrainsAlikeOnBothDevices) {
       {"Adam", [](auto p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.05, .weight_decay = 0.01, .amsgrad = true}); }},
       {"AdamW", [](auto p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1}); }},
       {"RMSprop", [](auto p) { return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true}); }},
+      {"Adagrad", [](auto p) { return std::make_unique<optim::Adagrad>(p, optim::AdagradOptions{.lr = 0.05, .lr_decay = 0.01, .initial_accumulator_value = 0.1}); }},
+      {"Adadelta", [](auto p) { return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.weight_decay = 0.01}); }},
+      {"Adamax", [](auto p) { return std::make_unique<optim::Adamax>(p, optim::AdamaxOptions{.lr = 0.02}); }},
+      {"NAdam", [](auto p) { return std::make_unique<optim::NAdam>(p, optim::NAdamOptions{.lr = 0.02, .weight_decay = 0.01, .decoupled_weight_decay = true}); }},
+      {"RAdam", [](auto p) { return std::make_unique<optim::RAdam>(p, optim::RAdamOptions{.lr = 0.02, .betas = {0.9, 0.9}}); }},
   };
   for (const auto& [name, make] : optimizers) {
     const auto on_cpu = trained(false, make), on_gpu = trained(true, make);

@@ -104,6 +104,110 @@ std::vector<double> ref_rmsprop(const RMSpropOptions& o, int steps,
   return p;
 }
 
+std::vector<double> ref_adagrad(const AdagradOptions& o, int steps, std::vector<double> p = kInitial) {
+  std::vector<double> sum(p.size(), o.initial_accumulator_value);
+  for (int k = 0; k < steps; ++k) {
+    for (size_t j = 0; j < p.size(); ++j) {
+      double g = test_grad(k, j, p[j]);
+      if (o.maximize) g = -g;
+      g += o.weight_decay * p[j];
+      sum[j] += g * g;
+      p[j] -= o.lr / (1 + k * o.lr_decay) * g / (std::sqrt(sum[j]) + o.eps);
+    }
+  }
+  return p;
+}
+
+std::vector<double> ref_adadelta(const AdadeltaOptions& o, int steps, std::vector<double> p = kInitial) {
+  std::vector<double> sq(p.size()), acc(p.size());
+  for (int k = 0; k < steps; ++k) {
+    for (size_t j = 0; j < p.size(); ++j) {
+      double g = test_grad(k, j, p[j]);
+      if (o.maximize) g = -g;
+      g += o.weight_decay * p[j];
+      sq[j] = o.rho * sq[j] + (1 - o.rho) * g * g;
+      const double d = std::sqrt(acc[j] + o.eps) / std::sqrt(sq[j] + o.eps) * g;
+      acc[j] = o.rho * acc[j] + (1 - o.rho) * d * d;
+      p[j] -= o.lr * d;
+    }
+  }
+  return p;
+}
+
+std::vector<double> ref_adamax(const AdamaxOptions& o, int steps, std::vector<double> p = kInitial) {
+  std::vector<double> m(p.size()), u(p.size());
+  auto [b1, b2] = o.betas;
+  for (int k = 0; k < steps; ++k) {
+    for (size_t j = 0; j < p.size(); ++j) {
+      double g = test_grad(k, j, p[j]);
+      if (o.maximize) g = -g;
+      g += o.weight_decay * p[j];
+      m[j] = b1 * m[j] + (1 - b1) * g;
+      u[j] = std::max(b2 * u[j], std::abs(g) + o.eps);
+      p[j] -= o.lr / (1 - std::pow(b1, k + 1)) * m[j] / u[j];
+    }
+  }
+  return p;
+}
+
+std::vector<double> ref_nadam(const NAdamOptions& o, int steps, std::vector<double> p = kInitial) {
+  std::vector<double> m(p.size()), v(p.size()), mu_product(p.size(), 1.0);
+  auto [b1, b2] = o.betas;
+  for (int k = 0; k < steps; ++k) {
+    const double t = k + 1;
+    const double mu = b1 * (1 - 0.5 * std::pow(0.96, t * o.momentum_decay));
+    const double mu_next = b1 * (1 - 0.5 * std::pow(0.96, (t + 1) * o.momentum_decay));
+    for (size_t j = 0; j < p.size(); ++j) {
+      double g = test_grad(k, j, p[j]);
+      if (o.maximize) g = -g;
+      if (o.decoupled_weight_decay)
+        p[j] *= 1 - o.lr * o.weight_decay;
+      else
+        g += o.weight_decay * p[j];
+      mu_product[j] *= mu;
+      m[j] = b1 * m[j] + (1 - b1) * g;
+      v[j] = b2 * v[j] + (1 - b2) * g * g;
+      const double d = std::sqrt(v[j] / (1 - std::pow(b2, t))) + o.eps;
+      p[j] -= o.lr * (1 - mu) / (1 - mu_product[j]) * g / d;
+      p[j] -= o.lr * mu_next / (1 - mu_product[j] * mu_next) * m[j] / d;
+    }
+  }
+  return p;
+}
+
+// RAdam's rectification term at step t, or 0 while rho_t <= 5 (plain momentum steps).
+double radam_rect(double beta2, double t) {
+  const double rho_inf = 2 / (1 - beta2) - 1;
+  const double rho_t = rho_inf - 2 * t * std::pow(beta2, t) / (1 - std::pow(beta2, t));
+  if (rho_t <= 5) return 0;
+  return std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+}
+
+std::vector<double> ref_radam(const RAdamOptions& o, int steps, std::vector<double> p = kInitial) {
+  std::vector<double> m(p.size()), v(p.size());
+  auto [b1, b2] = o.betas;
+  for (int k = 0; k < steps; ++k) {
+    const double t = k + 1;
+    for (size_t j = 0; j < p.size(); ++j) {
+      double g = test_grad(k, j, p[j]);
+      if (o.maximize) g = -g;
+      if (o.decoupled_weight_decay)
+        p[j] *= 1 - o.lr * o.weight_decay;
+      else
+        g += o.weight_decay * p[j];
+      m[j] = b1 * m[j] + (1 - b1) * g;
+      v[j] = b2 * v[j] + (1 - b2) * g * g;
+      const double m_hat = m[j] / (1 - std::pow(b1, t));
+      const double rect = radam_rect(b2, t);
+      if (rect > 0)
+        p[j] -= o.lr * m_hat * rect * std::sqrt(1 - std::pow(b2, t)) / (std::sqrt(v[j]) + o.eps);
+      else
+        p[j] -= o.lr * m_hat;
+    }
+  }
+  return p;
+}
+
 // ---------------------------------------------------------------- kiln runs
 
 Tensor make_param(const std::vector<double>& values = kInitial, DType dt = kFloat64) {
@@ -235,6 +339,81 @@ TEST(Optim, RmspropMatchesReferenceForEveryOption) {
     expect_close(run_kiln<RMSprop>(o, kSteps), ref_rmsprop(o, kSteps), 1e-11, "RMSprop " + name);
 }
 
+TEST(Optim, AdagradMatchesReferenceForEveryOption) {
+  std::vector<std::pair<std::string, AdagradOptions>> cases = {
+      {"plain", {.lr = 0.1}},
+      {"lr_decay", {.lr = 0.1, .lr_decay = 0.5}},
+      {"weight_decay", {.lr = 0.1, .weight_decay = 0.2}},
+      {"initial_accumulator", {.lr = 0.1, .initial_accumulator_value = 0.7, .eps = 1e-3}},
+      {"all",
+       {.lr = 0.05, .lr_decay = 0.1, .weight_decay = 0.1, .initial_accumulator_value = 0.2, .maximize = true}},
+  };
+  for (const auto& [name, o] : cases)
+    expect_close(run_kiln<Adagrad>(o, kSteps), ref_adagrad(o, kSteps), 1e-12, "Adagrad " + name);
+}
+
+TEST(Optim, AdadeltaMatchesReferenceForEveryOption) {
+  std::vector<std::pair<std::string, AdadeltaOptions>> cases = {
+      {"plain", {}},
+      {"rho_eps", {.lr = 0.5, .rho = 0.5, .eps = 1e-3}},
+      {"weight_decay", {.weight_decay = 0.2}},
+      {"maximize", {.lr = 2.0, .maximize = true}},
+  };
+  for (const auto& [name, o] : cases)
+    expect_close(run_kiln<Adadelta>(o, kSteps), ref_adadelta(o, kSteps), 1e-12, "Adadelta " + name);
+}
+
+TEST(Optim, AdamaxMatchesReferenceForEveryOption) {
+  std::vector<std::pair<std::string, AdamaxOptions>> cases = {
+      {"plain", {.lr = 0.1}},
+      {"betas_eps", {.lr = 0.05, .betas = {0.8, 0.5}, .eps = 1e-2}},
+      {"weight_decay", {.lr = 0.1, .weight_decay = 0.3}},
+      {"maximize", {.lr = 0.1, .maximize = true}},
+  };
+  for (const auto& [name, o] : cases)
+    expect_close(run_kiln<Adamax>(o, kSteps), ref_adamax(o, kSteps), 1e-12, "Adamax " + name);
+  AdamaxOptions o{.lr = 0.1, .betas = {0.8, 0.5}};
+  expect_close(run_kiln<Adamax>(o, kSteps, kFloat32), ref_adamax(o, kSteps), 2e-6, "Adamax f32");
+}
+
+TEST(Optim, NAdamMatchesReferenceForEveryOption) {
+  std::vector<std::pair<std::string, NAdamOptions>> cases = {
+      {"plain", {.lr = 0.1}},
+      {"betas_momentum_decay", {.lr = 0.05, .betas = {0.8, 0.9}, .eps = 1e-3, .momentum_decay = 0.1}},
+      {"weight_decay", {.lr = 0.1, .weight_decay = 0.3}},
+      {"decoupled", {.lr = 0.1, .weight_decay = 0.3, .decoupled_weight_decay = true}},
+      {"maximize", {.lr = 0.1, .maximize = true}},
+  };
+  for (const auto& [name, o] : cases)
+    expect_close(run_kiln<NAdam>(o, kSteps), ref_nadam(o, kSteps), 1e-12, "NAdam " + name);
+  // The momentum product is state of its own, saved as a number per parameter.
+  Tensor p = make_param();
+  NAdam opt({p}, {.lr = 0.1});
+  run_steps(opt, p, 0, 2);
+  const OptimizerStateDict sd = opt.state_dict();
+  ASSERT_TRUE(sd.count("state.0.mu_product"));
+  EXPECT_EQ(sd.at("state.0.mu_product").dim(), 0);
+  const double mu1 = 0.9 * (1 - 0.5 * std::pow(0.96, 1 * 4e-3)), mu2 = 0.9 * (1 - 0.5 * std::pow(0.96, 2 * 4e-3));
+  EXPECT_NEAR(sd.at("state.0.mu_product").item<double>(), mu1 * mu2, 1e-15);
+}
+
+TEST(Optim, RAdamMatchesReferenceThroughBothPhases) {
+  // beta2 = 0.9: the first steps (rho_t <= 5) are plain momentum, the later ones rectified.
+  constexpr int steps = 12;
+  EXPECT_EQ(radam_rect(0.9, 1), 0);
+  EXPECT_GT(radam_rect(0.9, steps), 0);
+  std::vector<std::pair<std::string, RAdamOptions>> cases = {
+      {"plain", {.lr = 0.1, .betas = {0.9, 0.9}}},
+      {"eps", {.lr = 0.05, .betas = {0.8, 0.9}, .eps = 1e-3}},
+      {"weight_decay", {.lr = 0.1, .betas = {0.9, 0.9}, .weight_decay = 0.3}},
+      {"decoupled", {.lr = 0.1, .betas = {0.9, 0.9}, .weight_decay = 0.3, .decoupled_weight_decay = true}},
+      {"maximize", {.lr = 0.1, .betas = {0.9, 0.9}, .maximize = true}},
+      {"default_betas", {.lr = 0.1}},  // beta2 = 0.999 stays unrectified for these steps
+  };
+  for (const auto& [name, o] : cases)
+    expect_close(run_kiln<RAdam>(o, steps), ref_radam(o, steps), 1e-12, "RAdam " + name);
+}
+
 TEST(Optim, ParamGroupsHaveTheirOwnOptions) {
   Tensor a = make_param({1.0, 2.0}), b = make_param({3.0});
   SGD opt(std::vector<ParamGroup<SGDOptions>>{{{a}, {.lr = 0.1}}, {{b}, {.lr = 0.01}}});
@@ -347,6 +526,16 @@ TEST(Optim, StateDictRoundTripContinuesIdentically) {
   check_round_trip<AdamW>(adamw, ref_adam(adamw, true, 6), "AdamW");
   RMSpropOptions rms{.lr = 0.01, .momentum = 0.5, .centered = true};
   check_round_trip<RMSprop>(rms, ref_rmsprop(rms, 6), "RMSprop");
+  AdagradOptions adagrad{.lr = 0.1, .lr_decay = 0.1, .initial_accumulator_value = 0.5};
+  check_round_trip<Adagrad>(adagrad, ref_adagrad(adagrad, 6), "Adagrad");
+  AdadeltaOptions adadelta{.lr = 0.5, .rho = 0.8};
+  check_round_trip<Adadelta>(adadelta, ref_adadelta(adadelta, 6), "Adadelta");
+  AdamaxOptions adamax{.lr = 0.1, .betas = {0.8, 0.5}};
+  check_round_trip<Adamax>(adamax, ref_adamax(adamax, 6), "Adamax");
+  NAdamOptions nadam{.lr = 0.1, .weight_decay = 0.1, .decoupled_weight_decay = true};
+  check_round_trip<NAdam>(nadam, ref_nadam(nadam, 6), "NAdam");
+  RAdamOptions radam{.lr = 0.1, .betas = {0.9, 0.9}};
+  check_round_trip<RAdam>(radam, ref_radam(radam, 6), "RAdam");
 }
 
 TEST(Optim, StateDictKeysAndSnapshot) {
@@ -439,6 +628,13 @@ TEST(Optim, OptionValidationErrors) {
   expect_error([&] { AdamW({p}, {.lr = std::nan("")}); }, {"[AdamW] expected lr >= 0"});
   expect_error([&] { RMSprop({p}, {.alpha = -0.5}); }, {"[RMSprop] expected alpha >= 0"});
   expect_error([&] { RMSprop({p}, {.momentum = -0.5}); }, {"expected momentum >= 0"});
+  expect_error([&] { Adagrad({p}, {.lr_decay = -1}); }, {"[Adagrad] expected lr_decay >= 0, got -1"});
+  expect_error([&] { Adagrad({p}, {.initial_accumulator_value = -0.5}); },
+               {"expected initial_accumulator_value >= 0"});
+  expect_error([&] { Adadelta({p}, {.rho = 1.5}); }, {"[Adadelta] expected rho in [0, 1], got 1.5"});
+  expect_error([&] { Adamax({p}, {.betas = {0.9, 1.0}}); }, {"[Adamax] expected betas.second in [0, 1)"});
+  expect_error([&] { NAdam({p}, {.momentum_decay = -1}); }, {"[NAdam] expected momentum_decay >= 0"});
+  expect_error([&] { RAdam({p}, {.lr = -1}); }, {"[RAdam] expected lr >= 0, got -1"});
   expect_error([&] { SGD(std::vector<Tensor>{}, {.lr = 0.1}); },
                {"[SGD] expected at least one parameter", "empty parameter list"});
   expect_error([&] { SGD({p, p}, {.lr = 0.1}); }, {"appears more than once"});
@@ -506,11 +702,80 @@ TEST(LRScheduler, CosineAnnealingSequenceMatchesClosedForm) {
   EXPECT_NEAR(p.item<double>(), 0.75, 1e-15);
 }
 
+TEST(LRScheduler, ExponentialLinearAndLambdaSequences) {
+  Tensor a = make_param(), b = make_param();
+  auto two_groups = [&](double lr0, double lr1) {
+    return std::make_unique<SGD>(std::vector<ParamGroup<SGDOptions>>{{{a}, {.lr = lr0}}, {{b}, {.lr = lr1}}});
+  };
+  auto exp_opt = two_groups(0.1, 0.02);
+  ExponentialLR exponential(*exp_opt, 0.9);
+  for (int e = 0; e <= 8; ++e) {
+    if (e > 0) exponential.step();
+    EXPECT_NEAR(exponential.get_last_lr()[0], 0.1 * std::pow(0.9, e), 1e-15) << e;
+    EXPECT_NEAR(exp_opt->lr(1), 0.02 * std::pow(0.9, e), 1e-15) << e;
+  }
+  // A warm-up from a tenth of the lr to all of it over 4 epochs, then constant.
+  auto lin_opt = two_groups(0.1, 0.02);
+  LinearLR linear(*lin_opt, {.start_factor = 0.1, .end_factor = 1.0, .total_iters = 4});
+  for (int e = 0; e <= 8; ++e) {
+    if (e > 0) linear.step();
+    const double factor = 0.1 + 0.9 * std::min(e, 4) / 4.0;
+    EXPECT_NEAR(linear.get_last_lr()[0], 0.1 * factor, 1e-15) << e;
+    EXPECT_NEAR(lin_opt->lr(1), 0.02 * factor, 1e-15) << e;
+  }
+  // And a cool-down to a quarter.
+  auto cool_opt = two_groups(1.0, 1.0);
+  LinearLR cool(*cool_opt, {.start_factor = 1.0, .end_factor = 0.25, .total_iters = 3});
+  for (int e = 1; e <= 5; ++e) cool.step();
+  EXPECT_NEAR(cool_opt->lr(0), 0.25, 1e-15);
+  // One function per group, of the epoch.
+  auto lambda_opt = two_groups(0.1, 0.02);
+  LambdaLR lambda(*lambda_opt, std::vector<LambdaLR::Factor>{[](int64_t e) { return 1.0 / (e + 1); },
+                                                             [](int64_t e) { return e % 2 ? 2.0 : 1.0; }});
+  for (int e = 0; e <= 5; ++e) {
+    if (e > 0) lambda.step();
+    EXPECT_NEAR(lambda.get_last_lr()[0], 0.1 / (e + 1), 1e-15) << e;
+    EXPECT_NEAR(lambda.get_last_lr()[1], e % 2 ? 0.04 : 0.02, 1e-15) << e;
+  }
+  expect_error([&] { LambdaLR(*lambda_opt, [](int64_t e) { return e >= 1 ? std::nan("") : 1.0; }).step(); },
+               {"[LambdaLR] the function of group 0 returned nan for epoch 1"});
+}
+
+// ReduceLROnPlateau against a hand trace: patience 2, factor 0.5, cooldown 1, a floor of 0.2.
+TEST(LRScheduler, ReduceLROnPlateauCutsAfterPatienceWithCooldownAndFloor) {
+  Tensor a = make_param();
+  SGD opt({a}, {.lr = 1.0});
+  ReduceLROnPlateau plateau(opt, {.factor = 0.5, .patience = 2, .threshold = 0.1, .cooldown = 1, .min_lr = {0.2}});
+  const std::vector<double> metrics = {10, 9, 9.5, 9.2, 9.1, 8.0, 8.5, 8.4, 8.3, 8.2, 8.1, 8.0, 7.9, 7.8, 7.7, 7.6, 7.5};
+  const std::vector<double> lrs = {1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25, 0.2, 0.2, 0.2, 0.2, 0.2};
+  for (size_t e = 0; e < metrics.size(); ++e) {
+    plateau.step(metrics[e]);
+    EXPECT_NEAR(opt.lr(0), lrs[e], 1e-15) << "epoch " << e + 1;
+    EXPECT_EQ(plateau.get_last_lr()[0], opt.lr(0));
+  }
+  EXPECT_EQ(plateau.best(), 8.0);
+  EXPECT_EQ(plateau.last_epoch(), 17);
+  // Higher is better, by an absolute margin: gains under 0.05 are bad epochs.
+  Tensor b = make_param();
+  SGD acc_opt({b}, {.lr = 0.1});
+  ReduceLROnPlateau on_accuracy(acc_opt, {.maximize = true, .patience = 1, .threshold = 0.05, .relative_threshold = false});
+  for (double accuracy : {0.5, 0.6, 0.62, 0.64}) on_accuracy.step(accuracy);
+  EXPECT_NEAR(acc_opt.lr(0), 0.01, 1e-15);
+  expect_error([&] { ReduceLROnPlateau(opt, {.factor = 1.0}); }, {"[ReduceLROnPlateau] expected factor in [0, 1), got 1"});
+  expect_error([&] { ReduceLROnPlateau(opt, {.min_lr = {0.1, 0.2}}); },
+               {"expected one min_lr or one per parameter group (1), got 2"});
+}
+
 TEST(LRScheduler, Errors) {
   Tensor a = make_param();
   SGD opt({a}, {.lr = 0.1});
   expect_error([&] { StepLR(opt, 0); }, {"[StepLR] expected step_size >= 1", "got 0"});
   expect_error([&] { CosineAnnealingLR(opt, 0); }, {"[CosineAnnealingLR] expected T_max >= 1"});
+  expect_error([&] { ExponentialLR(opt, 0); }, {"[ExponentialLR] expected gamma > 0, got 0"});
+  expect_error([&] { LinearLR(opt, {.start_factor = 0}); }, {"[LinearLR] expected start_factor in (0, 1]"});
+  expect_error([&] { LinearLR(opt, {.total_iters = -1}); }, {"[LinearLR] expected total_iters >= 0"});
+  expect_error([&] { LambdaLR(opt, std::vector<LambdaLR::Factor>{}); },
+               {"[LambdaLR] expected one function per parameter group (1), got 0"});
   StepLR sched(opt, 2);
   opt.add_param_group({make_param()});
   expect_error([&] { sched.step(); }, {"has 2 parameter group(s)", "built when it had 1"});

@@ -136,6 +136,7 @@ OptimizerStateDict Optimizer::state_dict() const {
       if (s.empty()) continue;
       out[state_key(flat, "step")] = Tensor::scalar(s.step, kInt64);
       for (const auto& [key, t] : s.buffers) out[state_key(flat, key)] = t.clone();
+      for (const auto& [key, value] : s.scalars) out[state_key(flat, key)] = Tensor::scalar(value, kFloat64);
     }
   }
   return out;
@@ -153,6 +154,8 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
     for (size_t i = 0; i < group_params(g).size(); ++i) slot.emplace_back(g, i);
   std::vector<std::string> names = buffer_names();
   std::set<std::string> allowed(names.begin(), names.end());
+  const std::vector<std::string> scalar_list = scalar_names();
+  const std::set<std::string> scalars(scalar_list.begin(), scalar_list.end());
 
   std::vector<std::map<std::string, double>> options(num_param_groups());
   std::vector<std::vector<ParamState>> next(num_param_groups());
@@ -185,6 +188,10 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
       ParamState& s = next[g][i];
       if (rest == "step") {
         s.step = static_cast<int64_t>(read_scalar(name_, key, t));
+        continue;
+      }
+      if (scalars.count(rest)) {
+        s.scalars[rest] = read_scalar(name_, key, t);
         continue;
       }
       KILN_CHECK(allowed.count(rest), where, "unexpected state \"", key, "\": ", name_,

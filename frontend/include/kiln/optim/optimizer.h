@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/autograd.h"
 #include "kiln/tensor.h"
+#include "kiln/tensor_ops/elementwise.h"
 
 namespace kiln::optim {
 
@@ -24,6 +26,7 @@ namespace kiln::optim {
 //   "param_groups.<g>.<option>" float64 0-d: each option of group g (bools as 0/1)
 //   "state.<i>.step"            int64 0-d: steps taken by parameter i (flat index)
 //   "state.<i>.<buffer>"        the buffer (exp_avg, momentum_buffer, ...), param-shaped
+//   "state.<i>.<scalar>"        float64 0-d: a number kept per parameter (NAdam's mu_product)
 // A flat index counts parameters across groups in order, as PyTorch does.
 using OptimizerStateDict = std::map<std::string, Tensor>;
 
@@ -32,7 +35,8 @@ using OptimizerStateDict = std::map<std::string, Tensor>;
 struct ParamState {
   int64_t step = 0;
   std::map<std::string, Tensor> buffers;
-  bool empty() const { return step == 0 && buffers.empty(); }
+  std::map<std::string, double> scalars;  // kept on the host: read every step, never synced
+  bool empty() const { return step == 0 && buffers.empty() && scalars.empty(); }
 };
 
 class Optimizer {
@@ -72,6 +76,8 @@ class Optimizer {
   virtual void set_group_options(const std::vector<std::map<std::string, double>>& groups) = 0;
   // The buffer names this algorithm may keep per parameter (for load-time checks).
   virtual std::vector<std::string> buffer_names() const = 0;
+  // The per-parameter numbers it keeps (ParamState::scalars), likewise.
+  virtual std::vector<std::string> scalar_names() const { return {}; }
 
   // Throws unless every tensor is defined, floating point, and not already optimized.
   void check_new_params(const std::vector<Tensor>& params) const;
@@ -165,6 +171,26 @@ class OptimizerOf : public Optimizer {
       next.push_back(o);
     }
     for (size_t g = 0; g < next.size(); ++g) groups_[g].options = next[g];
+  }
+
+  // The loop of a step(): under NoGradGuard, each group's options validated, then
+  // `update(param, grad, state, options)` for every parameter that has a gradient (checked
+  // against it), with the gradient negated when the options ask to maximize.
+  template <class Update>
+  void update_each(Update&& update) {
+    NoGradGuard no_grad;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const Options& o = groups_[g].options;
+      o.validate(name());
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        Tensor p = groups_[g].params[i];
+        Tensor grad = p.grad();
+        if (!grad.defined()) continue;
+        check_grad(p, grad);
+        if (o.maximize) grad = neg(grad);
+        update(p, grad, state_at(g, i), o);
+      }
+    }
   }
 
   std::vector<ParamGroup<Options>> groups_;
