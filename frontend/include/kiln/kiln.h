@@ -35,6 +35,7 @@
 #include "kiln/tensor_ops/layout.h"
 #include "kiln/tensor_ops/linalg.h"
 #include "kiln/tensor_ops/random.h"
+#include "kiln/tensor_ops/rearrange.h"
 #include "kiln/tensor_ops/reduction.h"
 #include "kiln/tensor_ops/view.h"
 #include "kiln/thread_pool.h"

@@ -138,6 +138,25 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   Tensor in = float_bound && !is_floating(x.dtype()) ? cast(x, default_dtype()) : x;
   return unary(ops::clamp, in, a);
 }
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  KILN_CHECK(x.defined(), "[clamp] got an undefined tensor.");
+  Tensor out = min.defined() ? maximum(x, min) : x;
+  return max.defined() ? minimum(out, max) : out;
+}
+Tensor lerp(const Tensor& a, const Tensor& b, Scalar weight) {
+  const double w = weight.to_double();
+  return w < 0.5 ? a + (b - a) * weight : b - (b - a) * (1 - w);
+}
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight) {
+  const Tensor diff = b - a;
+  return where(weight < 0.5, a + weight * diff, b - diff * (1 - weight));
+}
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return value.to_double() == 1 ? x + t1 * t2 : x + t1 * t2 * value;
+}
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return value.to_double() == 1 ? x + t1 / t2 : x + t1 / t2 * value;
+}
 Tensor pow(const Tensor& x, Scalar exponent) {
   ops::PowScalarAttrs a;
   a.exponent = exponent.to_double();

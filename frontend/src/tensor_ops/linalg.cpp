@@ -5,6 +5,8 @@
 #include "../vjp_registry.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/tensor_ops/elementwise.h"
+#include "kiln/tensor_ops/layout.h"
+#include "kiln/tensor_ops/rearrange.h"
 #include "kiln/tensor_ops/reduction.h"
 #include "kiln/tensor_ops/view.h"
 
@@ -63,6 +65,64 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta,
   // beta == 0 ignores input's values (nan included), as in PyTorch, but keeps its broadcast.
   if (beta.to_double() == 0) return contiguous(expand(p, broadcast_shapes(input.sizes(), p.sizes(), "addmm")));
   return (beta.to_double() == 1 ? input : input * beta) + p;
+}
+
+Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  Tensor p = bmm(a, b);
+  if (alpha.to_double() != 1) p = p * alpha;
+  if (beta.to_double() == 0) return contiguous(expand(p, broadcast_shapes(input.sizes(), p.sizes(), "baddbmm")));
+  return (beta.to_double() == 1 ? input : input * beta) + p;
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined() && a.dim() == 1 && b.dim() == 1, "[outer] expected two 1-D "
+             "tensors, got ", a.defined() ? a.type_str() : "undefined", " and ",
+             b.defined() ? b.type_str() : "undefined", ". Fix: flatten them first.");
+  return unsqueeze(a, 1) * unsqueeze(b, 0);
+}
+
+Tensor kron(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined(), "[kron] got an undefined tensor.");
+  const int64_t rank = std::max(a.dim(), b.dim());
+  Shape as(static_cast<size_t>(rank - a.dim()), 1), bs(static_cast<size_t>(rank - b.dim()), 1);
+  for (int64_t s : a.sizes()) as.push_back(s);
+  for (int64_t s : b.sizes()) bs.push_back(s);
+  // a as [a0, 1, a1, 1, ...] times b as [1, b0, 1, b1, ...], merged pairwise.
+  Shape a_spread, b_spread, merged;
+  for (size_t d = 0; d < static_cast<size_t>(rank); ++d) {
+    a_spread.push_back(as[d]);
+    a_spread.push_back(1);
+    b_spread.push_back(1);
+    b_spread.push_back(bs[d]);
+    merged.push_back(as[d] * bs[d]);
+  }
+  return reshape(reshape(a, a_spread) * reshape(b, b_spread), merged);
+}
+
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim) {
+  KILN_CHECK(a.defined() && b.defined(), "[cross] got an undefined tensor.");
+  const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "cross");
+  int64_t d = -1;
+  if (dim) {
+    d = wrap_dim(*dim, static_cast<int64_t>(shape.size()), "cross");
+  } else {
+    for (size_t i = 0; i < shape.size() && d < 0; ++i)
+      if (shape[i] == 3) d = static_cast<int64_t>(i);
+  }
+  KILN_CHECK(d >= 0 && shape[static_cast<size_t>(d)] == 3, "[cross] expected a dim of size 3, got shape ",
+             shape_str(shape), dim ? " at dim " + std::to_string(*dim) : std::string(),
+             ". Fix: pass the dim that holds the 3-vectors.");
+  const Tensor x = broadcast_to(a, shape), y = broadcast_to(b, shape);
+  auto at = [&](const Tensor& t, int64_t i) { return narrow(t, d, i, 1); };
+  return cat({at(x, 1) * at(y, 2) - at(x, 2) * at(y, 1), at(x, 2) * at(y, 0) - at(x, 0) * at(y, 2),
+              at(x, 0) * at(y, 1) - at(x, 1) * at(y, 0)},
+             d);
+}
+
+Tensor trace(const Tensor& x) {
+  KILN_CHECK(x.defined() && x.dim() == 2, "[trace] expected a 2-D tensor, got ",
+             x.defined() ? x.type_str() : std::string("an undefined tensor"), ".");
+  return sum(diagonal(x));
 }
 
 namespace {

@@ -43,6 +43,16 @@ Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+// Elementwise bounds (either may be undefined: no bound), broadcast against x; where
+// min > max the result is max, as in PyTorch.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
+// a + weight * (b - a), computed as b - (1 - weight) * (b - a) where weight >= 0.5 (exact at
+// weight 1, as PyTorch's lerp).
+Tensor lerp(const Tensor& a, const Tensor& b, Scalar weight);
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& weight);
+// x + value * t1 * t2, and x + value * t1 / t2.
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1);
 Tensor pow(const Tensor& x, Scalar exponent);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor cast(const Tensor& x, DType dtype);

@@ -1,6 +1,8 @@
 // Matrix products with PyTorch's rules for 1-D, 2-D and batched operands.
 #pragma once
 
+#include <optional>
+
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -14,5 +16,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor bmm(const Tensor& a, const Tensor& b);
 // beta * input + alpha * (a @ b).
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
+// beta * input + alpha * bmm(a, b); input broadcasts to [B, N, M].
+Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
+// The outer product of two vectors: out[i][j] = a[i] * b[j].
+Tensor outer(const Tensor& a, const Tensor& b);
+// The Kronecker product: each element of a scales a copy of b (operands of unequal rank gain
+// leading dims of size 1).
+Tensor kron(const Tensor& a, const Tensor& b);
+// The cross product of 3-vectors along `dim` (the first dim of size 3 when not given); a and
+// b broadcast.
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
+// The sum of the main diagonal of a 2-D tensor.
+Tensor trace(const Tensor& x);
 
 }  // namespace kiln
