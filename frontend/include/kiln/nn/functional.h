@@ -24,6 +24,21 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::n
 // log(softmax(x)) along dim without forming softmax (stable for large |x|).
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 
+// ---- activations beyond the elementwise ops (relu, gelu, silu, leaky_relu, elu, ...) ----
+
+// log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (as PyTorch).
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
+// x * tanh(softplus(x)).
+Tensor mish(const Tensor& x);
+// x * relu6(x + 3) / 6 and relu6(x + 3) / 6.
+Tensor hardswish(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+// The first half of x along dim times the sigmoid of the second half (dim's size is even).
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// x where x >= 0, else weight * x; weight has one element, or one per channel (dim 1 of x,
+// dim 0 for a 1-D x).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
 // ---- losses ----
 // reduction: "mean" (default), "sum" or "none" (one loss per element).
 
