@@ -766,6 +766,66 @@ TEST(LRScheduler, ReduceLROnPlateauCutsAfterPatienceWithCooldownAndFloor) {
                {"expected one min_lr or one per parameter group (1), got 2"});
 }
 
+TEST(LRScheduler, OneCycleRisesThenAnnealsAndCyclesTheMomentum) {
+  // max_lr 1 over 10 steps: warm-up ends at step 0.3 * 10 - 1 = 2, the cycle at step 9.
+  Tensor a = make_param();
+  SGD sgd({a}, {.lr = 0.5, .momentum = 0.9});
+  OneCycleLR cycle(sgd, {.max_lr = {1.0}, .total_steps = 10});
+  const double initial = 1.0 / 25, minimum = initial / 1e4;
+  auto cosine = [](double from, double to, double pct) {
+    return to + (from - to) / 2 * (1 + std::cos(std::numbers::pi * pct));
+  };
+  for (int step = 0; step <= 9; ++step) {
+    if (step > 0) cycle.step();
+    const bool warming = step <= 2;
+    const double pct = warming ? step / 2.0 : (step - 2) / 7.0;
+    EXPECT_NEAR(sgd.lr(0), warming ? cosine(initial, 1.0, pct) : cosine(1.0, minimum, pct), 1e-12) << step;
+    EXPECT_NEAR(*sgd.momentum(0), warming ? cosine(0.95, 0.85, pct) : cosine(0.85, 0.95, pct), 1e-12) << step;
+  }
+  EXPECT_NEAR(sgd.lr(0), minimum, 1e-15);
+  EXPECT_EQ(cycle.base_lrs(), std::vector<double>{initial});
+  cycle.step();  // step 10 = total_steps is allowed, as in PyTorch; one more is not
+  expect_error([&] { cycle.step(); }, {"[OneCycleLR] stepped 11 times, past the cycle's 10 steps"});
+  // Adam's beta1 is its momentum; three phases come back to the initial lr at step 4; linear.
+  Tensor b = make_param();
+  Adam adam({b}, {.lr = 0.1});
+  OneCycleLR three(adam, {.max_lr = {2.0}, .total_steps = 10, .cosine = false, .three_phase = true});
+  EXPECT_NEAR(adam.param_groups()[0].options.betas.first, 0.95, 1e-15);
+  three.step();
+  EXPECT_NEAR(adam.lr(0), 0.08 + (2.0 - 0.08) * 0.5, 1e-12);
+  for (int step = 2; step <= 4; ++step) three.step();
+  EXPECT_NEAR(adam.lr(0), 0.08, 1e-12);
+  EXPECT_NEAR(*adam.momentum(0), 0.95, 1e-12);
+  // Without a momentum to cycle, say so.
+  Tensor c = make_param();
+  Adagrad adagrad({c});
+  expect_error([&] { OneCycleLR(adagrad, {.max_lr = {0.1}, .total_steps = 5}); },
+               {"[OneCycleLR] Adagrad has no momentum to cycle. Fix: set cycle_momentum = false"});
+  OneCycleLR no_momentum(adagrad, {.max_lr = {0.1}, .epochs = 2, .steps_per_epoch = 3, .cycle_momentum = false});
+  EXPECT_EQ(no_momentum.total_steps(), 6);
+  expect_error([&] { OneCycleLR(adagrad, {.max_lr = {0.1}}); }, {"[OneCycleLR] expected total_steps > 0"});
+}
+
+TEST(LRScheduler, SequentialHandsOverAtMilestonesFromTheInitialLr) {
+  Tensor a = make_param();
+  SGD opt({a}, {.lr = 1.0});
+  LinearLR warmup(opt, {.start_factor = 0.1, .end_factor = 1.0, .total_iters = 2});
+  ExponentialLR decay(opt, 0.5);  // built after warmup lowered the lr: starts from 1.0 still
+  EXPECT_EQ(decay.base_lrs(), std::vector<double>{1.0});
+  SequentialLR sched(opt, {&warmup, &decay}, {3});
+  const std::vector<double> want = {0.1, 0.55, 1.0, 1.0, 0.5, 0.25};
+  for (size_t e = 0; e < want.size(); ++e) {
+    if (e > 0) sched.step();
+    EXPECT_NEAR(opt.lr(0), want[e], 1e-12) << "epoch " << e;
+    EXPECT_EQ(sched.get_last_lr()[0], opt.lr(0));
+  }
+  expect_error([&] { SequentialLR(opt, {&warmup, &decay}, {}); },
+               {"[SequentialLR] expected one milestone fewer than schedulers, got 2 scheduler(s) and 0"});
+  SGD other({make_param()}, {.lr = 1.0});
+  StepLR elsewhere(other, 2);
+  expect_error([&] { SequentialLR(opt, {&warmup, &elsewhere}, {2}); }, {"scheduler 1 is null or drives another optimizer"});
+}
+
 TEST(LRScheduler, Errors) {
   Tensor a = make_param();
   SGD opt({a}, {.lr = 0.1});

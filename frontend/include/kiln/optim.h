@@ -1,6 +1,6 @@
 // kiln::optim: optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam,
 // RAdam) and learning-rate schedulers (StepLR, CosineAnnealingLR, ExponentialLR, LinearLR,
-// LambdaLR, ReduceLROnPlateau).
+// LambdaLR, OneCycleLR, SequentialLR, ReduceLROnPlateau).
 #pragma once
 
 #include "kiln/optim/adadelta.h"
@@ -14,9 +14,11 @@
 #include "kiln/optim/linear_lr.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/nadam.h"
+#include "kiln/optim/one_cycle_lr.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/optim/radam.h"
 #include "kiln/optim/reduce_lr_on_plateau.h"
 #include "kiln/optim/rmsprop.h"
+#include "kiln/optim/sequential_lr.h"
 #include "kiln/optim/sgd.h"
 #include "kiln/optim/step_lr.h"

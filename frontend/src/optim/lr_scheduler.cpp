@@ -4,7 +4,8 @@
 namespace kiln::optim {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) base_lrs_.push_back(optimizer.lr(g));
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    base_lrs_.push_back(optimizer.initial_lr(g));
 }
 
 void LRScheduler::step() {

@@ -97,6 +97,13 @@ void Optimizer::check_new_params(const std::vector<Tensor>& params) const {
   }
 }
 
+double Optimizer::initial_lr(size_t group) {
+  if (initial_lrs_.size() < num_param_groups()) initial_lrs_.resize(num_param_groups());
+  std::optional<double>& initial = initial_lrs_.at(group);
+  if (!initial) initial = lr(group);
+  return *initial;
+}
+
 ParamState& Optimizer::state_at(size_t group, size_t index) {
   ParamState& s = state_[group][index];
   const Device device = group_params(group)[index].device();

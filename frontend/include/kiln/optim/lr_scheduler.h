@@ -22,13 +22,15 @@ class LRScheduler {
   void step();
   // The lrs set by the last step() (one per group).
   const std::vector<double>& get_last_lr() const { return last_lr_; }
-  // The lrs the groups had when the scheduler was built.
+  // The lrs the groups had when the first scheduler was attached to the optimizer
+  // (Optimizer::initial_lr).
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   // 0 after construction, +1 per step().
   int64_t last_epoch() const { return last_epoch_; }
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);
+  friend class SequentialLR;  // restarts its parts
   // Derived constructors call this last: it takes the first step (epoch 0), as PyTorch's
   // constructor does (a virtual call cannot run from the base constructor).
   void initial_step() { step(); }

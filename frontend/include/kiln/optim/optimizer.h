@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -54,6 +55,14 @@ class Optimizer {
   virtual const std::vector<Tensor>& group_params(size_t group) const = 0;
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
+  // The momentum a schedule may cycle (OneCycleLR): the Adam family's beta1, else an
+  // algorithm's `momentum` option (SGD, RMSprop); nullopt when it has neither.
+  virtual std::optional<double> momentum(size_t group) const = 0;
+  virtual void set_momentum(size_t group, double momentum) = 0;
+  // The lr group `group` had when the first scheduler was attached to this optimizer (as
+  // PyTorch's group["initial_lr"]): every scheduler starts from it, even one built after
+  // another scheduler changed the lr (SequentialLR's parts).
+  double initial_lr(size_t group);
   // Every parameter, group by group.
   std::vector<Tensor> parameters() const;
   // The state of `param` (null when it has none yet or is not optimized here).
@@ -94,6 +103,7 @@ class Optimizer {
  private:
   std::string name_;
   std::vector<std::vector<ParamState>> state_;  // parallel to the parameter groups
+  std::vector<std::optional<double>> initial_lrs_;  // by group, set by initial_lr()
 };
 
 // A group of parameters that share options.
@@ -133,6 +143,25 @@ class OptimizerOf : public Optimizer {
   }
   double lr(size_t group) const override { return groups_.at(group).options.lr; }
   void set_lr(size_t group, double lr) override { groups_.at(group).options.lr = lr; }
+  std::optional<double> momentum(size_t group) const override {
+    const Options& o = groups_.at(group).options;
+    if constexpr (requires { o.betas.first; })
+      return o.betas.first;
+    else if constexpr (requires { o.momentum; })
+      return o.momentum;
+    else
+      return std::nullopt;
+  }
+  void set_momentum(size_t group, double momentum) override {
+    Options& o = groups_.at(group).options;
+    if constexpr (requires { o.betas.first; })
+      o.betas.first = momentum;
+    else if constexpr (requires { o.momentum; })
+      o.momentum = momentum;
+    else
+      KILN_FAIL("[", name(), "] has no momentum to set. Fix: turn cycle_momentum off for this "
+                "optimizer.");
+  }
 
  protected:
   OptimizerOf(std::string name, std::vector<ParamGroup<Options>> groups, Options defaults)
