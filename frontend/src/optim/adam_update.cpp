@@ -56,4 +56,22 @@ void adam_update(Tensor p, Tensor grad, ParamState& s, const AdamHyper& h) {
   p.add_(div(m, denom), -step_size);
 }
 
+Tensor decay_and_update_moments(Tensor& param, Tensor grad, ParamState& state, double lr,
+                                double weight_decay, bool decoupled, std::pair<double, double> betas) {
+  if (weight_decay != 0) {
+    if (decoupled)
+      param.mul_(1 - lr * weight_decay);
+    else
+      grad = add(grad, param, weight_decay);
+  }
+  auto moment = [&](const char* key) -> Tensor& {
+    auto it = state.buffers.find(key);
+    if (it == state.buffers.end()) it = state.buffers.emplace(key, zeros_like(param)).first;
+    return it->second;
+  };
+  moment("exp_avg").mul_(betas.first).add_(grad, 1 - betas.first);
+  moment("exp_avg_sq").mul_(betas.second).add_(mul(grad, grad), 1 - betas.second);
+  return grad;
+}
+
 }  // namespace kiln::optim::detail

@@ -24,20 +24,14 @@ void NAdam::step() {
     const auto [beta1, beta2] = o.betas;
     s.step += 1;
     const double t = static_cast<double>(s.step);
-    if (o.weight_decay != 0) {
-      if (o.decoupled_weight_decay)
-        p.mul_(1 - o.lr * o.weight_decay);
-      else
-        grad = add(grad, p, o.weight_decay);
-    }
+    grad = detail::decay_and_update_moments(p, grad, s, o.lr, o.weight_decay,
+                                            o.decoupled_weight_decay, o.betas);
     const double mu = beta1 * (1 - 0.5 * std::pow(0.96, t * o.momentum_decay));
     const double mu_next = beta1 * (1 - 0.5 * std::pow(0.96, (t + 1) * o.momentum_decay));
     double& mu_product = s.scalars.try_emplace("mu_product", 1.0).first->second;
     mu_product *= mu;
-    Tensor& exp_avg = buffer(s, "exp_avg", p);
-    Tensor& exp_avg_sq = buffer(s, "exp_avg_sq", p);
-    exp_avg.mul_(beta1).add_(grad, 1 - beta1);
-    exp_avg_sq.mul_(beta2).add_(mul(grad, grad), 1 - beta2);
+    const Tensor& exp_avg = s.buffers.at("exp_avg");
+    const Tensor& exp_avg_sq = s.buffers.at("exp_avg_sq");
     const Tensor denom = sqrt(exp_avg_sq / (1 - std::pow(beta2, t))).add_(o.eps);
     p.add_(div(grad, denom), -o.lr * (1 - mu) / (1 - mu_product));
     p.add_(div(exp_avg, denom), -o.lr * mu_next / (1 - mu_product * mu_next));

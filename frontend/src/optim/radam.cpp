@@ -22,16 +22,10 @@ void RAdam::step() {
     const auto [beta1, beta2] = o.betas;
     s.step += 1;
     const double t = static_cast<double>(s.step);
-    if (o.weight_decay != 0) {
-      if (o.decoupled_weight_decay)
-        p.mul_(1 - o.lr * o.weight_decay);
-      else
-        grad = add(grad, p, o.weight_decay);
-    }
-    Tensor& exp_avg = buffer(s, "exp_avg", p);
-    Tensor& exp_avg_sq = buffer(s, "exp_avg_sq", p);
-    exp_avg.mul_(beta1).add_(grad, 1 - beta1);
-    exp_avg_sq.mul_(beta2).add_(mul(grad, grad), 1 - beta2);
+    detail::decay_and_update_moments(p, grad, s, o.lr, o.weight_decay, o.decoupled_weight_decay,
+                                     o.betas);
+    const Tensor& exp_avg = s.buffers.at("exp_avg");
+    const Tensor& exp_avg_sq = s.buffers.at("exp_avg_sq");
     const double bias_correction1 = 1 - std::pow(beta1, t);
     const double bias_correction2 = 1 - std::pow(beta2, t);
     const double rho_inf = 2 / (1 - beta2) - 1;
