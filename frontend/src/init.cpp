@@ -21,6 +21,8 @@ void init() {
     detail::register_factory_vjps();
     detail::register_nn_vjps();
     detail::register_layout_vjps();
+    detail::register_sort_vjps();
+    detail::register_cumulative_vjps();
     detail::register_debug_print_vjp();
     detail::register_to_device_vjp();
     autograd::install_autograd_hook();

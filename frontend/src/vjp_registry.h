@@ -10,6 +10,8 @@ void register_linalg_vjps();
 void register_factory_vjps();
 void register_nn_vjps();
 void register_layout_vjps();
+void register_sort_vjps();
+void register_cumulative_vjps();
 void register_debug_print_vjp();
 void register_to_device_vjp();
 

@@ -942,7 +942,9 @@ struct Lookups : nn::Module {
     Tensor norm = F::layer_norm(e, {3}, table.select(0, 0), table.select(0, 1));
     Tensor all =
         cat({e.flatten(), hot.flatten(), norm.flatten(), x.as_strided({2, 2}, {1, 2}).flatten(),
-             F::pad(x, {1, 2}, "replicate").flatten(), F::pad(x, {1, 1}, "circular").flatten()});
+             F::pad(x, {1, 2}, "replicate").flatten(), F::pad(x, {1, 1}, "circular").flatten(),
+             sort(x, 0).values.flatten(), topk(x, 2, -1, false).values.flatten(), cumsum(x, 1).flatten(),
+             cumprod(x, 0).flatten()});
     return debug_print(all, "lookups");  // printed through a quiet sink (see the test)
   }
   // Keeps debug_print's lines out of the test log.

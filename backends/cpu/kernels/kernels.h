@@ -20,5 +20,7 @@ void register_dropout_kernels();
 void register_embedding_kernels();
 void register_pad_kernels();
 void register_layout_kernels();
+void register_cumulative_kernels();
+void register_sort_kernels();
 
 }  // namespace kiln::cpu::kernels

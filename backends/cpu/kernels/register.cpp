@@ -14,6 +14,8 @@ void register_kernels() {
     register_factory_kernels();
     register_nn_kernels();
     register_layout_kernels();
+    register_cumulative_kernels();
+    register_sort_kernels();
     return true;
   }();
   (void)done;

@@ -13,6 +13,7 @@
 #include "kiln/cuda/factory_kernels.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/index_kernels.h"
+#include "kiln/cuda/line_kernels.h"
 #include "kiln/cuda/loss_kernels.h"
 #include "kiln/cuda/norm_kernels.h"
 #include "kiln/cuda/pool_kernels.h"
@@ -72,6 +73,7 @@ void register_backend() {
   register_statistic_kernels();
   register_factory_kernels();
   register_index_kernels();
+  register_line_kernels();
   register_norm_kernels();
   register_pool_kernels();
   register_conv_kernels();

@@ -1,0 +1,90 @@
+// sort, argsort, msort, topk and kthvalue, and the vjps of sort and topk.
+#include "kiln/tensor_ops/sort.h"
+
+#include "../call.h"
+#include "../vjp_registry.h"
+#include "kiln/ops/sort.h"
+#include "kiln/tensor_ops/factory.h"
+#include "kiln/tensor_ops/layout.h"
+#include "kiln/tensor_ops/view.h"
+
+namespace kiln {
+
+namespace {
+
+ValuesAndIndices pair_of(const Tensors& outputs) {
+  return {outputs[0], outputs[1]};
+}
+
+}  // namespace
+
+ValuesAndIndices sort(const Tensor& x, int64_t dim, bool descending, bool /*stable: always*/) {
+  KILN_CHECK(x.defined(), "[sort] got an undefined tensor.");
+  ops::SortAttrs a;
+  a.dim = dim;
+  a.descending = descending;
+  return pair_of(detail::call(ops::sort, TensorSpan(&x, 1), a));
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  return sort(x, dim, descending, stable).indices;
+}
+
+Tensor msort(const Tensor& x) {
+  return sort(x, 0).values;
+}
+
+ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted: always*/) {
+  KILN_CHECK(x.defined(), "[topk] got an undefined tensor.");
+  ops::TopkAttrs a;
+  a.k = k;
+  a.dim = dim;
+  a.largest = largest;
+  return pair_of(detail::call(ops::topk, TensorSpan(&x, 1), a));
+}
+
+ValuesAndIndices kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  KILN_CHECK(x.defined(), "[kthvalue] got an undefined tensor.");
+  const int64_t d = wrap_dim(dim, x.dim(), "kthvalue");
+  const int64_t length = x.dim() > 0 ? x.size(d) : 1;
+  KILN_CHECK(k >= 1 && k <= length, "[kthvalue] expected 1 <= k <= ", length, " (the size of dim ", d, " of ",
+             x.type_str(), "), got k = ", k, ". Fix: k counts from 1 and cannot pass the line's length.");
+  ValuesAndIndices smallest = topk(x, k, d, /*largest=*/false);
+  if (x.dim() == 0) return smallest;
+  auto last = [&](const Tensor& t) { return keepdim ? slice(t, d, k - 1, k) : select(t, d, k - 1); };
+  return {last(smallest.values), last(smallest.indices)};
+}
+
+namespace {
+
+// sort's and topk's: the values' gradient goes back to the positions the indices name
+// (distinct along each line, so the scatter adds each to a zero).
+Tensors vjp_ordered(const VjpCall& c, int64_t dim) {
+  const Tensor& g = c.grad_outputs[0];
+  if (!g.defined()) return Tensors{Tensor()};
+  IntList shape = c.input_types[0].shape;
+  if (shape.empty()) return Tensors{g};
+  const int64_t d = wrap_dim(dim, static_cast<int64_t>(shape.size()), c.op.name.c_str());
+  return Tensors{scatter_add(zeros(shape, TensorOptions(g.dtype()).with_device(g.device())), d, c.outputs[1], g)};
+}
+
+Tensors vjp_sort(const VjpCall& c) {
+  return vjp_ordered(c, static_cast<const ops::SortAttrs&>(c.attrs).dim);
+}
+
+Tensors vjp_topk(const VjpCall& c) {
+  return vjp_ordered(c, static_cast<const ops::TopkAttrs&>(c.attrs).dim);
+}
+
+}  // namespace
+
+namespace detail {
+
+void register_sort_vjps() {
+  // They read the indices (output 1) and the input's shape alone.
+  set_vjp(ops::sort, vjp_sort, {.inputs = 0, .outputs = 0b10});
+  set_vjp(ops::topk, vjp_topk, {.inputs = 0, .outputs = 0b10});
+}
+
+}  // namespace detail
+}  // namespace kiln

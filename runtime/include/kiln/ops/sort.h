@@ -1,0 +1,38 @@
+// sort and topk: the values of each line along a dim in order, and the positions in the line
+// they came from (int64).
+//
+// The order is total and the same on every device: NaN ranks above every number (last in
+// ascending order, first in descending order, as in PyTorch), and equal values keep their
+// order in the line, so a sort is always stable and the CPU and GPU agree on the indices.
+// Both run through their eager kernels in compiled graphs (LoweringClass::Opaque).
+#pragma once
+
+#include "kiln/op.h"
+
+namespace kiln::ops {
+
+struct SortAttrs : AttrsOf<SortAttrs> {
+  int64_t dim = -1;
+  bool descending = false;
+  template <class V>
+  void fields(V& v) {
+    v("dim", dim), v("descending", descending);
+  }
+};
+// sort(x) -> (values, indices): every line along dim, reordered.
+extern OpDef sort;
+
+struct TopkAttrs : AttrsOf<TopkAttrs> {
+  int64_t k = 1;
+  int64_t dim = -1;
+  bool largest = true;
+  template <class V>
+  void fields(V& v) {
+    v("k", k), v("dim", dim), v("largest", largest);
+  }
+};
+// topk(x) -> (values, indices): the k largest (or smallest) of every line along dim, in
+// order (largest first, or smallest first). 0 <= k <= the line's length.
+extern OpDef topk;
+
+}  // namespace kiln::ops
