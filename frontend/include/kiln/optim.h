@@ -1,5 +1,5 @@
 // kiln::optim: optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam,
-// RAdam) and learning-rate schedulers (StepLR, CosineAnnealingLR, ExponentialLR, LinearLR,
+// RAdam, LBFGS) and learning-rate schedulers (StepLR, CosineAnnealingLR, ExponentialLR, LinearLR,
 // LambdaLR, OneCycleLR, SequentialLR, ReduceLROnPlateau).
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "kiln/optim/cosine_annealing_lr.h"
 #include "kiln/optim/exponential_lr.h"
 #include "kiln/optim/lambda_lr.h"
+#include "kiln/optim/lbfgs.h"
 #include "kiln/optim/linear_lr.h"
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/nadam.h"

@@ -1,6 +1,7 @@
 // Optimizer base: zero_grad, parameter checks, per-parameter state and the state dict.
 #include "kiln/optim/optimizer.h"
 
+#include <algorithm>
 #include <set>
 
 #include "kiln/autograd.h"
@@ -127,6 +128,20 @@ void Optimizer::check_grad(const Tensor& param, const Tensor& grad) const {
              "reshaping parameters.");
 }
 
+bool Optimizer::keeps_buffer(const std::string& name) const {
+  const std::vector<std::string> names = buffer_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool Optimizer::keeps_scalar(const std::string& name) const {
+  const std::vector<std::string> names = scalar_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+Shape Optimizer::buffer_shape(const std::string& /*name*/, const Tensor& param) const {
+  return Shape(param.sizes());
+}
+
 OptimizerStateDict Optimizer::state_dict() const {
   NoGradGuard no_grad;
   OptimizerStateDict out;
@@ -159,10 +174,6 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
   std::vector<std::pair<size_t, size_t>> slot;
   for (size_t g = 0; g < num_param_groups(); ++g)
     for (size_t i = 0; i < group_params(g).size(); ++i) slot.emplace_back(g, i);
-  std::vector<std::string> names = buffer_names();
-  std::set<std::string> allowed(names.begin(), names.end());
-  const std::vector<std::string> scalar_list = scalar_names();
-  const std::set<std::string> scalars(scalar_list.begin(), scalar_list.end());
 
   std::vector<std::map<std::string, double>> options(num_param_groups());
   std::vector<std::vector<ParamState>> next(num_param_groups());
@@ -197,15 +208,16 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
         s.step = static_cast<int64_t>(read_scalar(name_, key, t));
         continue;
       }
-      if (scalars.count(rest)) {
+      if (keeps_scalar(rest)) {
         s.scalars[rest] = read_scalar(name_, key, t);
         continue;
       }
-      KILN_CHECK(allowed.count(rest), where, "unexpected state \"", key, "\": ", name_,
+      KILN_CHECK(keeps_buffer(rest), where, "unexpected state \"", key, "\": ", name_,
                  " keeps no buffer named \"", rest, "\".", fix);
-      KILN_CHECK(t.defined() && Shape(t.sizes()) == Shape(p.sizes()), where, "\"", key,
-                 "\" has type ", t.defined() ? t.type_str() : "undefined", " but parameter ", index,
-                 " is ", p.type_str(), ".", fix);
+      const Shape shape = buffer_shape(rest, p);
+      KILN_CHECK(t.defined() && Shape(t.sizes()) == shape, where, "\"", key, "\" has type ",
+                 t.defined() ? t.type_str() : "undefined", " but ", name_, " keeps it as ", shape_str(shape),
+                 " for parameter ", index, " (", p.type_str(), ").", fix);
       Tensor value = t.to(p.dtype());
       if (value.device() != p.device()) value = value.to(p.device());
       s.buffers[rest] = value.is_same(t) ? t.clone() : value.contiguous();

@@ -87,6 +87,12 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names() const = 0;
   // The per-parameter numbers it keeps (ParamState::scalars), likewise.
   virtual std::vector<std::string> scalar_names() const { return {}; }
+  // Load-time checks: whether this algorithm keeps a buffer (or number) named `name`, by
+  // default one of buffer_names() (scalar_names()), and the shape of its buffer for `param`,
+  // by default the parameter's. LBFGS keeps a numbered history, flat over all parameters.
+  virtual bool keeps_buffer(const std::string& name) const;
+  virtual bool keeps_scalar(const std::string& name) const;
+  virtual Shape buffer_shape(const std::string& name, const Tensor& param) const;
 
   // Throws unless every tensor is defined, floating point, and not already optimized.
   void check_new_params(const std::vector<Tensor>& params) const;
