@@ -17,11 +17,15 @@
 #include <vector>
 
 #include "kiln/autograd.h"
+#include "kiln/compile.h"
 #include "kiln/nn/layers/batch_norm.h"
 #include "kiln/nn/layers/conv.h"
 #include "kiln/nn/layers/layer_norm.h"
 #include "kiln/nn/layers/linear.h"
 #include "kiln/nn/layers/multihead_attention.h"
+#include "kiln/nn/layers/normalization.h"
+#include "kiln/nn/layers/padding.h"
+#include "kiln/nn/layers/resample.h"
 #include "kiln/nn/layers/transformer.h"
 #include "kiln/nn/module.h"
 #include "kiln/serialize/safetensors.h"
@@ -41,12 +45,13 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// The largest |a - b|; infinity when the shapes differ.
+// The largest |a - b|, relative to |b| where |b| > 1 (float32 keeps about 7 digits, so a
+// gradient of 20 cannot match to 1e-5 absolute); infinity when the shapes differ.
 double max_abs_error(const Tensor& got, const Tensor& want) {
   if (Shape(got.sizes()) != Shape(want.sizes())) return INFINITY;
   std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   double err = 0;
-  for (size_t i = 0; i < g.size(); ++i) err = std::max(err, std::abs(g[i] - w[i]));
+  for (size_t i = 0; i < g.size(); ++i) err = std::max(err, std::abs(g[i] - w[i]) / std::max(1.0, std::abs(w[i])));
   return err;
 }
 
@@ -197,6 +202,91 @@ TEST(Parity, TransformerEncoderLayerPreNormRelu) {
 }
 TEST(Parity, TransformerEncoderLayerPreNormGelu) {
   check_encoder_layer(true, nn::TransformerActivation::GELU);
+}
+
+
+// A single-input layer checked eagerly (check_parity) and compiled: a fresh layer with the
+// file's state, compiled, gives PyTorch's output and input gradient.
+template <class M>
+void check_layer(const std::string& name, const std::function<std::shared_ptr<M>()>& make) {
+  std::shared_ptr<M> eager = make();
+  check_parity(name, *eager, [&](const Inputs& in) { return single(*eager, in); });
+
+  SafetensorsFile file = load_safetensors(parity_file(name));
+  std::shared_ptr<M> layer = make();
+  nn::NamedTensors state;
+  for (const auto& [key, t] : file.tensors)
+    if (starts_with(key, "param.")) state.emplace_back(key.substr(6), t);
+  layer->load_state_dict(state, /*strict=*/true);
+  auto compiled = kiln::compile(layer);
+  Tensor x = file.find("input.x")->clone().requires_grad_(true);
+  Tensor y = compiled(x);
+  EXPECT_LE(max_abs_error(y, *file.find("output.y")), kTolerance) << name << " compiled output";
+  (y * *file.find("loss_weight.y")).sum().backward();
+  EXPECT_LE(max_abs_error(x.grad(), *file.find("grad.input.x")), kTolerance) << name << " compiled input gradient";
+}
+
+TEST(Parity, GroupNorm) {
+  check_layer<nn::GroupNorm>("groupnorm", [] { return std::make_shared<nn::GroupNorm>(2, 6); });
+}
+
+TEST(Parity, InstanceNorm2dTrainUpdatesRunningStats) {
+  check_layer<nn::InstanceNorm2d>("instancenorm2d_train", [] {
+    return std::make_shared<nn::InstanceNorm2d>(3, nn::InstanceNormOptions{.affine = true, .track_running_stats = true});
+  });
+}
+
+TEST(Parity, InstanceNorm1dEvalUsesRunningStats) {
+  check_layer<nn::InstanceNorm1d>("instancenorm1d_eval", [] {
+    auto m = std::make_shared<nn::InstanceNorm1d>(3, nn::InstanceNormOptions{.affine = true, .track_running_stats = true});
+    m->eval();
+    return m;
+  });
+}
+
+TEST(Parity, InstanceNorm1dWithoutAffineOrStats) {
+  check_layer<nn::InstanceNorm1d>("instancenorm1d_plain", [] { return std::make_shared<nn::InstanceNorm1d>(3); });
+}
+
+TEST(Parity, RMSNorm) {
+  check_layer<nn::RMSNorm>("rmsnorm", [] { return std::make_shared<nn::RMSNorm>(std::vector<int64_t>{4, 5}); });
+}
+
+TEST(Parity, PixelShuffleAndUnshuffle) {
+  check_layer<nn::PixelShuffle>("pixel_shuffle", [] { return std::make_shared<nn::PixelShuffle>(2); });
+  check_layer<nn::PixelUnshuffle>("pixel_unshuffle", [] { return std::make_shared<nn::PixelUnshuffle>(2); });
+}
+
+TEST(Parity, UpsampleNearest) {
+  check_layer<nn::Upsample>("upsample_nearest_scale",
+                            [] { return std::make_shared<nn::Upsample>(nn::UpsampleOptions{.scale_factor = {2}}); });
+  check_layer<nn::Upsample>("upsample_nearest_size",
+                            [] { return std::make_shared<nn::Upsample>(nn::UpsampleOptions{.size = {7, 9}}); });
+}
+
+TEST(Parity, UpsampleLinearModes) {
+  check_layer<nn::Upsample>("upsample_bilinear", [] {
+    return std::make_shared<nn::Upsample>(nn::UpsampleOptions{.size = {7, 9}, .mode = "bilinear"});
+  });
+  check_layer<nn::Upsample>("upsample_bilinear_corners", [] {
+    return std::make_shared<nn::Upsample>(
+        nn::UpsampleOptions{.scale_factor = {2}, .mode = "bilinear", .align_corners = true});
+  });
+  check_layer<nn::Upsample>("upsample_bilinear_down", [] {
+    return std::make_shared<nn::Upsample>(nn::UpsampleOptions{.size = {3, 2}, .mode = "bilinear"});
+  });
+  check_layer<nn::Upsample>("upsample_linear_scale", [] {
+    return std::make_shared<nn::Upsample>(nn::UpsampleOptions{.scale_factor = {2.5}, .mode = "linear"});
+  });
+}
+
+TEST(Parity, PaddingLayers) {
+  check_layer<nn::ReflectionPad2d>("reflection_pad2d", [] {
+    return std::make_shared<nn::ReflectionPad2d>(std::vector<int64_t>{1, 2, 2, 0});
+  });
+  check_layer<nn::ReplicationPad1d>("replication_pad1d",
+                                    [] { return std::make_shared<nn::ReplicationPad1d>(std::vector<int64_t>{3, 1}); });
+  check_layer<nn::ConstantPad3d>("constant_pad3d", [] { return std::make_shared<nn::ConstantPad3d>(1, 0.5); });
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
-// dropout and its vjp, which reuses the keep mask the forward drew.
+// dropout and its vjp, which reuses the keep mask the forward drew; the channel dropouts built on it.
 #include "kiln/ops/dropout.h"
 
 #include "../call.h"
 #include "kiln/nn/functional.h"
 #include "kiln/tensor_ops/elementwise.h"
+#include "kiln/tensor_ops/factory.h"
 #include "nn_util.h"
 
 namespace kiln {
@@ -62,3 +63,38 @@ void register_dropout_vjps() {
 }  // namespace detail
 
 }  // namespace kiln
+
+namespace kiln::nn::functional {
+
+namespace {
+
+// Zeroes whole channels: one draw per (sample, channel), broadcast over `spatial` trailing dims.
+Tensor channel_dropout(const Tensor& x, double p, bool training, Generator* generator, int64_t spatial,
+                       const char* op) {
+  KILN_CHECK(x.defined(), "[", op, "] the input is undefined.");
+  KILN_CHECK(x.dim() == spatial + 1 || x.dim() == spatial + 2, "[", op, "] expected an input [N, C, ",
+             spatial == 1 ? "L" : spatial == 2 ? "H, W" : "D, H, W", "] or without N, got ", x.type_str(),
+             ". Fix: use dropout", spatial, "d on inputs of ", spatial + 2, " dims, or F::dropout elementwise.");
+  KILN_CHECK(p >= 0 && p <= 1, "[", op, "] expected a probability p in [0, 1], got ", p, ".");
+  if (!training || p == 0) return x;
+  Shape mask_shape(x.sizes().begin(), x.sizes().end() - spatial);
+  for (int64_t k = 0; k < spatial; ++k) mask_shape.push_back(1);
+  const Tensor keep = dropout(ones(mask_shape, TensorOptions(x.dtype()).with_device(x.device())), p, true, generator);
+  return x * keep;
+}
+
+}  // namespace
+
+Tensor dropout1d(const Tensor& x, double p, bool training, Generator* generator) {
+  return channel_dropout(x, p, training, generator, 1, "dropout1d");
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* generator) {
+  return channel_dropout(x, p, training, generator, 2, "dropout2d");
+}
+
+Tensor dropout3d(const Tensor& x, double p, bool training, Generator* generator) {
+  return channel_dropout(x, p, training, generator, 3, "dropout3d");
+}
+
+}  // namespace kiln::nn::functional

@@ -2,7 +2,10 @@
 
 Rerun by hand (needs torch, safetensors and numpy from pip) from the repository root:
 
-    python tests/data/parity/make_parity.py
+    python tests/data/parity/make_parity.py [case-prefix ...]
+
+With prefixes, only the cases whose names start with one of them are written (every case is
+still computed, so the random streams and therefore the files do not depend on the filter).
 
 One <case>.safetensors per case, float32, seeded, a few KB each. Keys:
     param.<name>        the module's state dict (PyTorch's key names), before the step
@@ -16,6 +19,7 @@ The metadata entry "source" holds the torch version that wrote the file and the 
 """
 
 import os
+import sys
 
 import torch
 from safetensors.torch import save_file
@@ -50,6 +54,8 @@ def write_case(name, module, inputs, call, grad_inputs=()):
         if not torch.equal(b, buffers_before[key]):
             tensors["buffer_after." + key] = b.clone()
     tensors = {k: v.contiguous() for k, v in tensors.items()}
+    if len(sys.argv) > 1 and not any(name.startswith(p) for p in sys.argv[1:]):
+        return
     # One metadata entry: the writer keeps entries in a hash map, so two would be written in
     # a different order on each run and the files would not be byte-for-byte reproducible.
     metadata = {"source": "torch {}\n{!r}".format(torch.__version__, module)}
@@ -143,6 +149,53 @@ def main():
                        {"src": torch.randn(2, 4, 8), "src_mask": mask,
                         "src_key_padding_mask": pad},
                        encoder_layer, ["src"])
+
+    layer_cases()
+
+
+def layer_cases():
+    """Normalization, padding and resampling layers (their own seed, so adding cases above
+    changes none of these)."""
+    torch.manual_seed(20261203)
+    gn = torch.nn.GroupNorm(2, 6)
+    randomize_(gn)
+    write_case("groupnorm", gn, {"x": 1 + torch.randn(3, 6, 4, 5)}, single, ["x"])
+
+    inorm = torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)
+    randomize_(inorm)
+    write_case("instancenorm2d_train", inorm, {"x": 2 + 1.5 * torch.randn(4, 3, 5, 5)}, single, ["x"])
+    inorm = torch.nn.InstanceNorm1d(3, affine=True, track_running_stats=True)
+    randomize_(inorm)
+    with torch.no_grad():
+        inorm.running_mean.copy_(0.3 * torch.randn(3))
+        inorm.running_var.copy_(0.5 + torch.rand(3))
+    inorm.eval()
+    write_case("instancenorm1d_eval", inorm, {"x": torch.randn(2, 3, 7)}, single, ["x"])
+    write_case("instancenorm1d_plain", torch.nn.InstanceNorm1d(3), {"x": torch.randn(2, 3, 7)}, single, ["x"])
+
+    rms = torch.nn.RMSNorm([4, 5])
+    randomize_(rms)
+    write_case("rmsnorm", rms, {"x": torch.randn(3, 4, 5)}, single, ["x"])
+
+    write_case("pixel_shuffle", torch.nn.PixelShuffle(2), {"x": torch.randn(2, 8, 3, 4)}, single, ["x"])
+    write_case("pixel_unshuffle", torch.nn.PixelUnshuffle(2), {"x": torch.randn(2, 3, 4, 6)}, single, ["x"])
+
+    x = torch.randn(2, 3, 4, 5)
+    write_case("upsample_nearest_scale", torch.nn.Upsample(scale_factor=2), {"x": x.clone()}, single, ["x"])
+    write_case("upsample_nearest_size", torch.nn.Upsample(size=(7, 9)), {"x": x.clone()}, single, ["x"])
+    write_case("upsample_bilinear", torch.nn.Upsample(size=(7, 9), mode="bilinear"), {"x": x.clone()}, single,
+               ["x"])
+    write_case("upsample_bilinear_corners", torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+               {"x": x.clone()}, single, ["x"])
+    write_case("upsample_bilinear_down", torch.nn.Upsample(size=(3, 2), mode="bilinear"), {"x": x.clone()}, single,
+               ["x"])
+    write_case("upsample_linear_scale", torch.nn.Upsample(scale_factor=2.5, mode="linear"),
+               {"x": torch.randn(2, 3, 6)}, single, ["x"])
+
+    write_case("reflection_pad2d", torch.nn.ReflectionPad2d((1, 2, 2, 0)), {"x": torch.randn(2, 3, 4, 5)}, single,
+               ["x"])
+    write_case("replication_pad1d", torch.nn.ReplicationPad1d((3, 1)), {"x": torch.randn(2, 3, 4)}, single, ["x"])
+    write_case("constant_pad3d", torch.nn.ConstantPad3d(1, 0.5), {"x": torch.randn(1, 2, 2, 3, 2)}, single, ["x"])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "kiln/generator.h"
 #include "kiln/tensor.h"
@@ -85,6 +86,12 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // mask. Not training, or p = 0: returns x. p must lie in [0, 1].
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true,
                Generator* generator = nullptr);
+// Channel dropout: zeroes whole channels (every element of x[n, c]) with probability p and
+// scales the others by 1 / (1 - p). x is [N, C, L] or [C, L] (1d), [N, C, H, W] or [C, H, W]
+// (2d), [N, C, D, H, W] or [C, D, H, W] (3d).
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
+Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true, Generator* generator = nullptr);
 
 // ---- normalization ----
 
@@ -97,6 +104,21 @@ Tensor layer_norm(const Tensor& x, IntList normalized_shape, const Tensor& weigh
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
+// x [N, C, *]: the channels split into num_groups groups, each (sample, group) normalized over
+// its channels and positions (biased variance); then weight and bias [C] per channel.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// x [N, C, *]: each (sample, channel) normalized over its positions. use_input_stats: with the
+// input's statistics, and running_mean/running_var [C] (when given) updated in place with the
+// batch average of the per-sample statistics (unbiased variance), as PyTorch does; otherwise
+// with the running statistics.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor(),
+                     const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+// x / sqrt(mean(x^2 over the trailing normalized_shape dims) + eps) * weight; eps defaults to
+// the machine epsilon of x's dtype (torch.finfo(x.dtype).eps).
+Tensor rms_norm(const Tensor& x, IntList normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 
 // ---- embedding and one_hot ----
 
@@ -138,6 +160,25 @@ Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, Int
                   std::optional<int64_t> divisor_override = std::nullopt);
 // output_size: one value or (OH, OW); -1 keeps that input dim (PyTorch's None).
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+
+// ---- resampling ----
+
+// [*, C * r^2, H, W] -> [*, C, H * r, W * r]: each group of r^2 channels becomes an r x r patch.
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+// The inverse: [*, C, H * r, W * r] -> [*, C * r^2, H, W].
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+
+struct InterpolateOptions {
+  std::vector<int64_t> size;         // the output's spatial size: one per spatial dim, or one for all
+  std::vector<double> scale_factor;  // or a scale: one per spatial dim, or one for all
+  std::string mode = "nearest";      // "nearest", "linear" (3-D x), "bilinear" (4-D), "trilinear" (5-D)
+  std::optional<bool> align_corners;  // linear modes only; false when unset
+};
+// Resizes the spatial dims of x [N, C, *] (1 to 3 of them) as torch.nn.functional.interpolate
+// does: "nearest" reads the input at floor(out * in / out_size) (1 / scale_factor when given);
+// the linear modes weigh the two nearest inputs along each dim, at (out + 0.5) * scale - 0.5
+// (clamped at 0), or at out * (in - 1) / (out_size - 1) with align_corners. Differentiable in x.
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 // ---- padding ----
 
