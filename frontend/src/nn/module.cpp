@@ -241,13 +241,40 @@ NamedModules& Module::mutable_children() {
   return children_;
 }
 
+size_t Module::child_position(const std::string& name, const char* op) const {
+  for (size_t i = 0; i < children_.size(); ++i)
+    if (children_[i].first == name) return i;
+  std::string known;
+  for (const auto& [child, m] : children_) known += (known.empty() ? "" : ", ") + child;
+  KILN_FAIL("[Module::", op, "] ", type_name(), " has no child '", name, "' (its children: ",
+            known.empty() ? "none" : known, "). Fix: use one of those names, or register_module to add one.");
+}
+
+void Module::unregister_module(const std::string& name) {
+  const size_t at = child_position(name, "unregister_module");
+  NamedModules& children = mutable_children();
+  children.erase(children.begin() + static_cast<std::ptrdiff_t>(at));
+}
+
+Tensor Module::remove_parameter(const std::string& name) {
+  for (auto it = parameters_.begin(); it != parameters_.end(); ++it) {
+    if (it->first != name) continue;
+    Tensor removed = it->second;
+    parameters_.erase(it);
+    bump_state_epoch();
+    return removed;
+  }
+  KILN_FAIL("[Module] ", type_name(), " has no parameter '", name, "'.");
+}
+
 // ---- walks ----
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules(const std::string& prefix,
-                                                                   bool remove_duplicate) {
+                                                                   bool remove_duplicate, bool include_self) {
   std::vector<std::pair<std::string, Module*>> out;
   std::unordered_set<const Module*> memo;
   collect_modules(this, prefix, remove_duplicate, memo, out);
+  if (!include_self) out.erase(out.begin());
   return out;
 }
 
@@ -342,6 +369,17 @@ Module& Module::apply(const std::function<void(Module&)>& fn) {
     fn(m);
   };
   visit(*this);
+  return *this;
+}
+
+Module& Module::apply(const std::function<void(const std::string&, Module&)>& fn, const std::string& prefix) {
+  std::unordered_set<const Module*> seen;
+  std::function<void(const std::string&, Module&)> visit = [&](const std::string& path, Module& m) {
+    if (!seen.insert(&m).second) return;
+    for (const auto& [name, child] : m.children_) visit(join_path(path, name), *child);
+    fn(path, m);
+  };
+  visit(prefix, *this);
   return *this;
 }
 

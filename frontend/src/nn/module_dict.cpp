@@ -40,6 +40,10 @@ std::shared_ptr<Module> ModuleDict::pop(const std::string& key) {
   return module;
 }
 
+void ModuleDict::clear() {
+  mutable_children().clear();
+}
+
 std::vector<std::string> ModuleDict::keys() const {
   std::vector<std::string> out;
   for (const auto& [key, m] : named_children()) out.push_back(key);

@@ -1,6 +1,7 @@
 // nn::ParameterList and nn::ParameterDict.
 #include "kiln/nn/parameter_list.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kiln::nn {
@@ -56,6 +57,33 @@ Tensor ParameterDict::insert(const std::string& key, Tensor tensor, bool require
   KILN_CHECK(tensor.defined(), "[ParameterDict::insert] the tensor for key '", key,
              "' is undefined. Fix: pass a defined tensor.");
   return register_parameter(key, std::move(tensor), requires_grad);
+}
+
+Tensor ParameterDict::pop(const std::string& key) {
+  (void)(*this)[key];  // a missing key fails naming the keys there are
+  return remove_parameter(key);
+}
+
+void ParameterDict::clear() {
+  for (const std::string& key : keys()) remove_parameter(key);
+}
+
+ParameterDict& ParameterDict::update(const NamedTensors& named, bool requires_grad) {
+  // Rebuilt in order, so a replaced key keeps its place and new keys follow.
+  std::vector<std::pair<std::string, std::pair<Tensor, bool>>> next;
+  for (const auto& [key, t] : items()) next.push_back({key, {t, t.requires_grad()}});
+  for (const auto& [key, t] : named) {
+    KILN_CHECK(t.defined(), "[ParameterDict::update] the tensor for key '", key, "' is undefined. Fix: pass a "
+               "defined tensor.");
+    auto it = std::find_if(next.begin(), next.end(), [&](const auto& e) { return e.first == key; });
+    if (it != next.end())
+      it->second = {t, requires_grad};
+    else
+      next.push_back({key, {t, requires_grad}});
+  }
+  clear();
+  for (const auto& [key, entry] : next) insert(key, entry.first, entry.second);
+  return *this;
 }
 
 bool ParameterDict::contains(const std::string& key) const {

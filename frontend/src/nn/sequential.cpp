@@ -35,6 +35,17 @@ Sequential& Sequential::push_back(const std::string& name, std::shared_ptr<Modul
   return *this;
 }
 
+Sequential& Sequential::extend(const std::vector<std::shared_ptr<Module>>& modules) {
+  for (const auto& m : modules) push_back(m);
+  return *this;
+}
+
+Sequential& Sequential::extend(const Sequential& other) {
+  KILN_CHECK(&other != this, "[Sequential::extend] cannot extend a Sequential with itself. Fix: extend with "
+             "seq.slice(0, seq.size()) to repeat its children.");
+  return extend(other.children());
+}
+
 ModulePtr<Module> Sequential::operator[](int64_t index) const {
   return named_children()[detail::child_index(index, size(), "Sequential[]")].second;
 }

@@ -111,6 +111,21 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+LoadStateDictResult Module::load_state_dict(const NamedTensors& state, const LoadStateDictOptions& options) {
+  if (!options.rename) return load_state_dict(state, options.strict);
+  NamedTensors renamed;
+  std::unordered_map<std::string, std::string> source_of;  // new key -> the key it came from
+  for (const auto& [key, t] : state) {
+    std::string name = options.rename(key);
+    if (name.empty()) continue;
+    auto [it, inserted] = source_of.emplace(name, key);
+    KILN_CHECK(inserted, "[Module::load_state_dict] rename maps both \"", it->second, "\" and \"", key, "\" to \"",
+               name, "\". Fix: map each key to its own name, or drop one (return \"\").");
+    renamed.emplace_back(std::move(name), t);
+  }
+  return load_state_dict(renamed, options.strict);
+}
+
 LoadStateDictResult Module::load_state_dict(const NamedTensors& state, bool strict) {
   using kiln::detail::str_cat;
   NamedTensors own = state_entries(*this);

@@ -43,6 +43,8 @@ int64_t max_state_elements();
 void set_max_state_elements(int64_t elements);
 
 class Module;
+template <class M>
+class ModulePtr;
 
 // (path or name, value) pairs in registration order.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
@@ -52,6 +54,14 @@ using NamedModules = std::vector<std::pair<std::string, std::shared_ptr<Module>>
 struct LoadStateDictResult {
   std::vector<std::string> missing_keys;     // in the module, absent from the state dict
   std::vector<std::string> unexpected_keys;  // in the state dict, absent from the module
+};
+
+struct LoadStateDictOptions {
+  bool strict = true;
+  // Maps each key of the loaded dict to this module's name for it (a Hugging Face or PyTorch
+  // checkpoint's "encoder.layer.0.attention.self.query.weight" to kiln's path), before any
+  // check; an empty result drops the key. Two keys renamed to one name are an error.
+  std::function<std::string(const std::string&)> rename;
 };
 
 // Hooks observe a call; they run inside the module's call frame. `inputs` / `outputs` are the
@@ -116,6 +126,15 @@ class Module {
   // Registers `child` under `name` and returns it with call syntax (`fc1(x)`).
   template <class M>
   auto register_module(const std::string& name, std::shared_ptr<M> child);
+  // Puts `child` in the place of the child registered as `name` (its position in walks and
+  // in the state dict) and returns it. A member that held the old child still does: assign
+  // the result to it (`fc = replace_module("fc", std::make_shared<Linear>(8, 2))`), as in
+  // libtorch. An unknown name is an error listing the children.
+  template <class M>
+  ModulePtr<M> replace_module(const std::string& name, std::shared_ptr<M> child);
+  // Removes the child `name` with everything under it from this module's walks and state
+  // dict; an unknown name is an error listing the children.
+  void unregister_module(const std::string& name);
 
   // ---- walks (registration order, depth first) ----
   // Shared tensors and modules are listed once (at their first path) unless
@@ -134,10 +153,14 @@ class Module {
   // Every module of the tree, the root first. The root is not owned by a shared_ptr in
   // general, so modules() returns raw pointers valid while the tree lives.
   std::vector<Module*> modules();
+  // include_self = false leaves the root out (libtorch's named_modules(prefix, false)).
   std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "",
-                                                             bool remove_duplicate = true);
+                                                             bool remove_duplicate = true,
+                                                             bool include_self = true);
   // Calls fn on every module of the tree once, children before their parent.
   Module& apply(const std::function<void(Module&)>& fn);
+  // The same walk with each module's dotted path (the root's is `prefix`).
+  Module& apply(const std::function<void(const std::string& path, Module&)>& fn, const std::string& prefix = "");
 
   // The parameter / buffer / child registered directly on this module under `name`
   // (nullptr when there is none).
@@ -173,6 +196,8 @@ class Module {
   // or shape mismatch throws one error listing all of them, before anything is changed.
   // Not strict: shape mismatches still throw; missing and unexpected keys are returned.
   LoadStateDictResult load_state_dict(const NamedTensors& state, bool strict = true);
+  // The same with the dict's keys renamed first (LoadStateDictOptions::rename).
+  LoadStateDictResult load_state_dict(const NamedTensors& state, const LoadStateDictOptions& options);
 
   // ---- lazy layers (build.cpp) ----
   // Materializes every lazy layer without real data (Keras's build((None, 20))): runs one
@@ -197,6 +222,10 @@ class Module {
   void register_module_impl(const std::string& name, std::shared_ptr<Module> child);
   // Checks a name for a parameter, buffer or child: non-empty, no '.', not taken.
   void check_new_name(const std::string& name, const char* what) const;
+  // Where child `name` sits in named_children(); an unknown name throws from `op`.
+  size_t child_position(const std::string& name, const char* op) const;
+  // Removes the parameter `name` registered on this module (ParameterDict::pop); it must exist.
+  Tensor remove_parameter(const std::string& name);
 
  private:
   friend class detail::CallScope;
@@ -380,6 +409,16 @@ template <class M>
 auto Module::register_module(const std::string& name, std::shared_ptr<M> child) {
   static_assert(std::is_base_of_v<Module, M>, "register_module: the child must be a Module");
   register_module_impl(name, child);
+  return ModulePtr<M>(std::move(child));
+}
+
+template <class M>
+ModulePtr<M> Module::replace_module(const std::string& name, std::shared_ptr<M> child) {
+  static_assert(std::is_base_of_v<Module, M>, "replace_module: the child must be a Module");
+  const size_t at = child_position(name, "replace_module");
+  KILN_CHECK(child != nullptr && child.get() != this, "[Module::replace_module] ", type_name(), ": the new child '",
+             name, "' is null or this module itself. Fix: pass a constructed module.");
+  mutable_children()[at].second = child;
   return ModulePtr<M>(std::move(child));
 }
 

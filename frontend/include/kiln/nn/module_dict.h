@@ -22,6 +22,8 @@ class ModuleDict : public Module {
   ModuleDict& update(const NamedModules& named);
   // Removes and returns the module under `key`.
   std::shared_ptr<Module> pop(const std::string& key);
+  // Removes every module.
+  void clear();
 
   bool contains(const std::string& key) const { return find_child(key) != nullptr; }
   size_t size() const { return named_children().size(); }

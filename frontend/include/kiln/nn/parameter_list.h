@@ -34,6 +34,13 @@ class ParameterDict : public Module {
 
   // Registers `tensor` under `key` (requires_grad set) and returns it. Keys are unique.
   Tensor insert(const std::string& key, Tensor tensor, bool requires_grad = true);
+  // Removes the parameter under `key` and returns it; a missing key fails listing the keys.
+  Tensor pop(const std::string& key);
+  // Removes every parameter.
+  void clear();
+  // Inserts every (key, tensor), replacing the tensors of keys already there in place of
+  // their old ones (PyTorch's update), in the given order for new keys.
+  ParameterDict& update(const NamedTensors& named, bool requires_grad = true);
 
   bool contains(const std::string& key) const;
   size_t size() const { return named_parameters("", false, false).size(); }

@@ -28,6 +28,9 @@ class Sequential : public Module {
   // Appends `module` named by its position ("3").
   Sequential& push_back(std::shared_ptr<Module> module);
   Sequential& push_back(const std::string& name, std::shared_ptr<Module> module);
+  // Appends each module (named by position), or every child of `other` (shared, not copied).
+  Sequential& extend(const std::vector<std::shared_ptr<Module>>& modules);
+  Sequential& extend(const Sequential& other);
 
   size_t size() const { return named_children().size(); }
   bool empty() const { return named_children().empty(); }
