@@ -23,6 +23,7 @@ void init() {
     detail::register_layout_vjps();
     detail::register_sort_vjps();
     detail::register_cumulative_vjps();
+    detail::register_selection_vjps();
     detail::register_debug_print_vjp();
     detail::register_to_device_vjp();
     autograd::install_autograd_hook();

@@ -12,6 +12,7 @@ void register_nn_vjps();
 void register_layout_vjps();
 void register_sort_vjps();
 void register_cumulative_vjps();
+void register_selection_vjps();
 void register_debug_print_vjp();
 void register_to_device_vjp();
 

@@ -22,5 +22,6 @@ void register_pad_kernels();
 void register_layout_kernels();
 void register_cumulative_kernels();
 void register_sort_kernels();
+void register_selection_kernels();
 
 }  // namespace kiln::cpu::kernels

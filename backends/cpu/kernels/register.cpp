@@ -16,6 +16,7 @@ void register_kernels() {
     register_layout_kernels();
     register_cumulative_kernels();
     register_sort_kernels();
+    register_selection_kernels();
     return true;
   }();
   (void)done;

@@ -18,6 +18,7 @@
 #include "kiln/cuda/norm_kernels.h"
 #include "kiln/cuda/pool_kernels.h"
 #include "kiln/cuda/reduction_kernels.h"
+#include "kiln/cuda/selection_kernels.h"
 #include "kiln/cuda/softmax_kernels.h"
 #include "kiln/cuda/statistic_kernels.h"
 #include "kiln/cuda/stream.h"
@@ -74,6 +75,7 @@ void register_backend() {
   register_factory_kernels();
   register_index_kernels();
   register_line_kernels();
+  register_selection_kernels();
   register_norm_kernels();
   register_pool_kernels();
   register_conv_kernels();

@@ -38,6 +38,7 @@
 #include "kiln/tensor_ops/random.h"
 #include "kiln/tensor_ops/rearrange.h"
 #include "kiln/tensor_ops/reduction.h"
+#include "kiln/tensor_ops/selection.h"
 #include "kiln/tensor_ops/sort.h"
 #include "kiln/tensor_ops/view.h"
 #include "kiln/thread_pool.h"
