@@ -2,6 +2,8 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "kiln/tensor.h"
 
@@ -28,5 +30,11 @@ Tensor kron(const Tensor& a, const Tensor& b);
 Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
 // The sum of the main diagonal of a 2-D tensor.
 Tensor trace(const Tensor& x);
+// Einstein summation, as torch.einsum / numpy.einsum: "ij,jk->ik", "bhqd,bhkd->bhqk", "ii->i"
+// (a repeated subscript takes the diagonal), "...ij,...jk" ('...' broadcasts; without "->"
+// the output is the ellipsis dims and the subscripts used once, alphabetically). Subscripts
+// are letters. Lowered to diagonal, sum, permute/reshape and one batched matmul per pair of
+// operands (left to right), so it is differentiable and compiles to GEMMs.
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
 
 }  // namespace kiln
