@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Usage: build_and_run.sh installed KILN_BUILD_DIR   (cmake --install into a temp prefix, then
-#                                                     find_package(kiln))
-#        build_and_run.sh subdirectory KILN_SOURCE_DIR  (add_subdirectory(kiln))
-# Builds docs/examples/consumer in a temp folder the given way and runs it.
+# Usage: build_and_run.sh installed KILN_BUILD_DIR WORK   (cmake --install into a prefix in
+#                                                         WORK, then find_package(kiln))
+#        build_and_run.sh subdirectory KILN_SOURCE_DIR WORK  (add_subdirectory(kiln))
+# Builds docs/examples/consumer in the folder WORK (emptied first) the given way and runs it.
+# WORK has a fixed place in kiln's build folder, so the compiler cache, which keys kiln's files
+# by their path relative to the build folder, serves add_subdirectory(kiln) from an earlier run.
 set -euo pipefail
-mode="$1"; kiln="$2"
+mode="$1"; kiln="$2"; work="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
-work="$(mktemp -d)"
+rm -rf "$work" && mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 # A project outside kiln's folder, as a user's is.
 cp "$here/CMakeLists.txt" "$here/main.cpp" "$work/"
