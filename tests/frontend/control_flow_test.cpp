@@ -131,6 +131,36 @@ TEST(ControlFlow, ScanThreadsACarryAndStacksItsOutputs) {
   EXPECT_TRUE(same(model->cell->weight.grad(), eager_grad));
 }
 
+// A running sum from the end: ys[t] = xs[t] + ... + xs[T-1], the carry their total.
+struct SuffixSum : nn::Module {
+  Tensor forward(const Tensor& xs) override {
+    auto [carry, ys] = scan(
+        [](const TensorList& c, const TensorList& x) {
+          Tensor next = c[0] + x[0];
+          return std::pair<TensorList, TensorList>{{next}, {next * 1}};
+        },
+        {zeros({xs.size(1)})}, {xs}, {.reverse = true});
+    return ys[0] + carry[0];
+  }
+};
+
+TEST(ControlFlow, ReverseScanStepsFromTheLastSliceAndKeepsYsInPlace) {
+  auto model = std::make_shared<SuffixSum>();
+  Tensor xs = tensor({1.0, 2.0, 3.0, 4.0}).reshape({4, 1}).requires_grad_(true);
+  // suffix sums 10, 9, 7, 4, plus the total 10.
+  Tensor eager = (*model)(xs);
+  EXPECT_EQ(eager.to_vector<double>(), (std::vector<double>{20, 19, 17, 14}));
+  auto graph = trace(*model, xs);
+  expect_one_verified_graph(*graph, "scan");
+  EXPECT_NE(ir::print_graph(*graph).find("reverse=true"), std::string::npos);
+  auto compiled = compile(model, {.fullgraph = true});
+  Tensor y = compiled(xs);
+  EXPECT_TRUE(same(y, eager));
+  // y[3] = xs[3] + the total: gradient 1 everywhere, 2 at xs[3].
+  (y * tensor({0.0, 0.0, 0.0, 1.0}).reshape({4, 1})).sum().backward();
+  EXPECT_EQ(xs.grad().to_vector<double>(), (std::vector<double>{1, 1, 1, 2}));
+}
+
 struct MismatchedBranches : nn::Module {
   Tensor forward(const Tensor& x) override {
     return cond(

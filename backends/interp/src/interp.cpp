@@ -190,15 +190,17 @@ void Executable::run_control_flow(const ir::Node& node, std::span<const Tensor> 
     std::vector<Tensor> body_args(args.begin(), args.end());  // carry, x slices, captures
     std::vector<Tensor> xs(args.begin() + static_cast<std::ptrdiff_t>(nc),
                            args.begin() + static_cast<std::ptrdiff_t>(nc + nx));
-    std::vector<std::vector<Tensor>> ys(outputs.size() - nc);
-    for (int64_t t = 0; t < length; ++t) {
+    std::vector<std::vector<Tensor>> ys(outputs.size() - nc,
+                                        std::vector<Tensor>(static_cast<size_t>(length)));
+    for (int64_t step = 0; step < length; ++step) {
+      const int64_t t = a.reverse ? length - 1 - step : step;
       ops::SelectAttrs at;
       at.index = t;
       for (size_t j = 0; j < nx; ++j)
         body_args[nc + j] = dispatch1(ops::select, TensorSpan(&xs[j], 1), at);
       std::vector<Tensor> next = run_region(0, body_args);
       std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(nc), body_args.begin());
-      for (size_t k = 0; k < ys.size(); ++k) ys[k].push_back(next[nc + k]);
+      for (size_t k = 0; k < ys.size(); ++k) ys[k][static_cast<size_t>(t)] = next[nc + k];
     }
     for (size_t k = 0; k < nc; ++k) outputs[k] = body_args[k];
     // Each ys entry is the stack of its slices, made through the op table so autograd sees it.

@@ -37,8 +37,16 @@ TensorList cond(const Tensor& pred, const BranchFn& true_fn, const BranchFn& fal
 TensorList while_loop(const LoopCondFn& cond_fn, const BranchFn& body_fn, TensorList carry);
 // for i in [lower, upper): carry = body_fn(i, carry), i an int64 scalar tensor.
 TensorList fori_loop(int64_t lower, int64_t upper, const ForiBodyFn& body_fn, TensorList carry);
+struct ScanOptions {
+  // Step from the last slice of xs to the first (JAX's reverse=True); ys[t] still belongs to
+  // xs[t]. The backward half of a bidirectional RNN, without flipping xs (a flip would bake
+  // the sequence length into the graph).
+  bool reverse = false;
+};
+
 // Runs fn over dim 0 of xs: carry threads through, the y slices stack into ys.
 // Returns (final carry, ys).
-std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const TensorList& xs);
+std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const TensorList& xs,
+                                       ScanOptions options = {});
 
 }  // namespace kiln

@@ -8,6 +8,9 @@
 
 namespace kiln::detail {
 
+// Far above any model's graph, far below the placeholder sizes' step counts.
+constexpr size_t kSymbolicTraceMaxNodes = 50000;
+
 std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tensor>& inputs,
                                       ForwardRef forward,
                                       std::vector<CapturedConstant>* captured,
@@ -16,6 +19,9 @@ std::unique_ptr<ir::Graph> trace_with(nn::Module& model, const std::vector<Tenso
                                       const std::vector<std::string>& names,
                                       std::map<std::string, double>* module_ms) {
   Tracer tracer(model, model.type_name());
+  // A symbolic trace of a host loop over a dynamic size would run the loop for the
+  // placeholder size (above 100000 steps): stop it early and fall back to static sizes.
+  if (!shapes.empty()) tracer.limit_nodes(kSymbolicTraceMaxNodes);
   std::vector<Tensor> symbolic;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) {
@@ -96,13 +102,19 @@ std::unique_ptr<ir::Graph> CompileCache::trace_entry(Entry& entry,
     } catch (const Error& e) {
       // The message quotes sentinel numbers: name only the op that refused them.
       std::string msg = e.what();
-      size_t close = msg.find(']');
-      std::string op = msg.rfind('[', 0) == 0 && close != std::string::npos
-                           ? " in " + msg.substr(0, close + 1)
-                           : "";
-      why = "tracing with symbolic sizes failed" + op +
-            " (a size check there needs the size's value: a layer's feature dim, or host "
-            "arithmetic on x.size(d))";
+      if (msg.rfind(Tracer::kTooManyNodes, 0) == 0) {
+        why = str_cat("tracing with symbolic sizes recorded more than ", kSymbolicTraceMaxNodes,
+                      " ops: a host loop over a dynamic size (for t < x.size(d)) unrolls once "
+                      "per step; kiln::scan or kiln::fori_loop keep such a loop in one graph");
+      } else {
+        size_t close = msg.find(']');
+        std::string op = msg.rfind('[', 0) == 0 && close != std::string::npos
+                             ? " in " + msg.substr(0, close + 1)
+                             : "";
+        why = "tracing with symbolic sizes failed" + op +
+              " (a size check there needs the size's value: a layer's feature dim, or host "
+              "arithmetic on x.size(d))";
+      }
     }
     SymbolPlan next = leading_dims_only(plan);
     // Remember: later sizes do not retry the dims that just failed.

@@ -3,6 +3,8 @@
 // index, both types and the module.
 #include "kiln/control_flow.h"
 
+#include <algorithm>
+
 #include "kiln/nn/module.h"
 #include "kiln/ops/control_flow.h"
 #include "kiln/tensor_ops/layout.h"
@@ -152,7 +154,8 @@ TensorList fori_loop(int64_t lower, int64_t upper, const ForiBodyFn& body_fn, Te
   return TensorList(r.begin(), r.end());
 }
 
-std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const TensorList& xs) {
+std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const TensorList& xs,
+                                       ScanOptions options) {
   std::vector<ir::Type> carry_types = types_of(init, "scan", "init entry");
   std::vector<ir::Type> x_types = types_of(xs, "scan", "xs entry");
   KILN_CHECK(!xs.empty(),
@@ -174,7 +177,8 @@ std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const 
                "[kiln::scan] xs has 0 steps, so the shapes of ys are unknown. Fix: "
                "scan over at least one step.");
     std::vector<TensorList> ys;
-    for (int64_t t = 0; t < length; ++t) {
+    for (int64_t step = 0; step < length; ++step) {
+      const int64_t t = options.reverse ? length - 1 - step : step;
       TensorList x;
       for (const Tensor& full : xs) x.push_back(full.select(0, t));
       auto [next, y] = fn(init, x);
@@ -187,6 +191,7 @@ std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const 
       init = std::move(next);
       ys.push_back(std::move(y));
     }
+    if (options.reverse) std::reverse(ys.begin(), ys.end());
     TensorList stacked;
     for (size_t k = 0; k < ys[0].size(); ++k) {
       std::vector<Tensor> parts;
@@ -216,6 +221,7 @@ std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const 
   a.num_carry = static_cast<int64_t>(init.size());
   a.num_xs = static_cast<int64_t>(xs.size());
   a.length = length;
+  a.reverse = options.reverse;
   TensorList operands = init;
   operands.insert(operands.end(), xs.begin(), xs.end());
   std::vector<Tracer::Region> regions;

@@ -178,6 +178,9 @@ ir::Node* Tracer::record(const OpDef& op, const Attrs& attrs, TensorSpan inputs,
   KILN_CHECK(typeid(attrs) == typeid(*op.attrs_prototype), "[trace] ", op.name,
              " was called with attributes of another type than its op table entry declares. "
              "Fix: pass the op's attribute struct (see kiln/ops/).");
+  KILN_CHECK(max_nodes_ == 0 || ++recorded_ <= max_nodes_, kTooManyNodes, " (", max_nodes_,
+             ") at ", op.name, ": the forward repeats ops once per step of a dynamic size. "
+             "Fix: loop over time steps with kiln::scan or kiln::fori_loop.");
   std::vector<ir::Value*> values;
   values.reserve(inputs.size());
   bool depends_on_input = false;

@@ -115,6 +115,12 @@ class Tracer final : public DispatchInterceptor {
   // A traced value was read on the host (item(), bool, data_ptr, printing).
   void on_concretize(const ir::Value* value, const char* what, SourceLoc loc);
 
+  // Refuses to record more than `max_nodes` ops (regions included): a trace with symbolic
+  // sizes sees a placeholder size above 100000, so a host loop over x.size(d) would record
+  // that many steps before the twin trace could tell the sizes apart.
+  void limit_nodes(size_t max_nodes) { max_nodes_ = max_nodes; }
+  static constexpr const char* kTooManyNodes = "[trace] more ops than a symbolic trace allows";
+
   // ---- segmented mode ----
   // Runs what is pending (the forward's results are alive, so they become concrete) and
   // uninstalls the tracer.
@@ -183,6 +189,8 @@ class Tracer final : public DispatchInterceptor {
   std::vector<std::shared_ptr<SymbolicInfo>> retired_;  // kept alive past a flush
   std::vector<GraphBreak> breaks_;
   size_t segments_run_ = 0;
+  size_t max_nodes_ = 0;  // 0: no limit
+  size_t recorded_ = 0;
 };
 
 }  // namespace kiln::detail

@@ -6,6 +6,8 @@
 //   while_loop(carry..., captures...)      regions: cond -> bool[], body -> carry
 //   fori_loop(carry..., captures...)       region:  body(i: int64[], carry, captures) -> carry
 //   scan(init..., xs..., captures...)      region:  fn(carry, x slices, captures) -> (carry, ys)
+//                                          (reverse: steps run from the last slice to the
+//                                          first; ys[t] still belongs to xs[t])
 #pragma once
 
 #include "kiln/op.h"
@@ -30,9 +32,10 @@ struct ForiLoopAttrs : AttrsOf<ForiLoopAttrs> {
 
 struct ScanAttrs : AttrsOf<ScanAttrs> {
   int64_t num_carry = 0, num_xs = 0, length = 0;
+  bool reverse = false;
   template <class V>
   void fields(V& v) {
-    v("num_carry", num_carry), v("num_xs", num_xs), v("length", length);
+    v("num_carry", num_carry), v("num_xs", num_xs), v("length", length), v("reverse", reverse);
   }
 };
 
