@@ -13,18 +13,23 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kiln/autograd.h"
 #include "kiln/compile.h"
 #include "kiln/nn/layers/batch_norm.h"
+#include "kiln/nn/functional.h"
 #include "kiln/nn/layers/conv.h"
+#include "kiln/nn/layers/embedding.h"
+#include "kiln/nn/layers/pooling.h"
 #include "kiln/nn/layers/layer_norm.h"
 #include "kiln/nn/layers/linear.h"
 #include "kiln/nn/layers/multihead_attention.h"
 #include "kiln/nn/layers/normalization.h"
 #include "kiln/nn/layers/padding.h"
+#include "kiln/nn/layers/recurrent.h"
 #include "kiln/nn/layers/resample.h"
 #include "kiln/nn/layers/transformer.h"
 #include "kiln/nn/module.h"
@@ -287,6 +292,230 @@ TEST(Parity, PaddingLayers) {
   check_layer<nn::ReplicationPad1d>("replication_pad1d",
                                     [] { return std::make_shared<nn::ReplicationPad1d>(std::vector<int64_t>{3, 1}); });
   check_layer<nn::ConstantPad3d>("constant_pad3d", [] { return std::make_shared<nn::ConstantPad3d>(1, 0.5); });
+}
+
+// Recurrent layers, eagerly and compiled under fullgraph (one graph, a scan per layer and
+// direction): the output sequence, the final state, the gradients of the input, the initial
+// state and every parameter. The *_lengths files ran PyTorch on a packed padded batch.
+template <class M>
+void check_recurrent(const std::string& name, const std::function<std::shared_ptr<M>()>& make) {
+  for (bool compiled : {false, true}) {
+    std::shared_ptr<M> layer = make();
+    auto graph = kiln::compile(layer, {.fullgraph = true});
+    check_parity(name, *layer, [&](const Inputs& in) {
+      Tensor lengths = in.count("lengths") ? in.at("lengths") : Tensor();
+      if constexpr (std::is_same_v<M, nn::LSTM>) {
+        auto [y, state] = compiled ? graph(in.at("x"), in.at("h0"), in.at("c0"), lengths)
+                                   : nn::call(*layer, in.at("x"), in.at("h0"), in.at("c0"), lengths);
+        return Outputs{{"y", y}, {"h_n", state.first}, {"c_n", state.second}};
+      } else {
+        auto [y, h] = compiled ? graph(in.at("x"), in.at("h0"), lengths)
+                               : nn::call(*layer, in.at("x"), in.at("h0"), lengths);
+        return Outputs{{"y", y}, {"h_n", h}};
+      }
+    });
+  }
+}
+
+TEST(Parity, RNN) {
+  check_recurrent<nn::RNN>("rnn_tanh_2layer", [] {
+    return std::make_shared<nn::RNN>(4, 6, nn::RNNOptions{.num_layers = 2});
+  });
+  check_recurrent<nn::RNN>("rnn_relu_bidirectional_batch_first", [] {
+    return std::make_shared<nn::RNN>(
+        4, 5, nn::RNNOptions{.nonlinearity = "relu", .batch_first = true, .bidirectional = true});
+  });
+  check_recurrent<nn::RNN>("rnn_tanh_lengths", [] {
+    return std::make_shared<nn::RNN>(3, 4, nn::RNNOptions{.bidirectional = true});
+  });
+}
+
+TEST(Parity, LSTM) {
+  check_recurrent<nn::LSTM>("lstm_2layer_bidirectional", [] {
+    return std::make_shared<nn::LSTM>(4, 6, nn::RNNOptions{.num_layers = 2, .bidirectional = true});
+  });
+  check_recurrent<nn::LSTM>("lstm_2layer_bidirectional_lengths", [] {
+    return std::make_shared<nn::LSTM>(
+        4, 6, nn::RNNOptions{.num_layers = 2, .batch_first = true, .bidirectional = true});
+  });
+  check_recurrent<nn::LSTM>("lstm_no_bias", [] {
+    return std::make_shared<nn::LSTM>(3, 4, nn::RNNOptions{.bias = false});
+  });
+}
+
+TEST(Parity, GRU) {
+  check_recurrent<nn::GRU>("gru_2layer_bidirectional_lengths", [] {
+    return std::make_shared<nn::GRU>(4, 6, nn::RNNOptions{.num_layers = 2, .bidirectional = true});
+  });
+  check_recurrent<nn::GRU>("gru_batch_first", [] {
+    return std::make_shared<nn::GRU>(4, 5, nn::RNNOptions{.batch_first = true});
+  });
+}
+
+TEST(Parity, RecurrentCells) {
+  nn::RNNCell rnn(4, 5, {.nonlinearity = "relu"});
+  check_parity("rnn_cell", rnn, [&](const Inputs& in) {
+    return Outputs{{"h", nn::call(rnn, in.at("x"), in.at("h0"))}};
+  });
+  nn::LSTMCell lstm(4, 5);
+  check_parity("lstm_cell", lstm, [&](const Inputs& in) {
+    auto [h, c] = nn::call(lstm, in.at("x"), in.at("h0"), in.at("c0"));
+    return Outputs{{"h", h}, {"c", c}};
+  });
+  nn::GRUCell gru(4, 5);
+  check_parity("gru_cell", gru, [&](const Inputs& in) {
+    return Outputs{{"h", nn::call(gru, in.at("x"), in.at("h0"))}};
+  });
+}
+
+TEST(Parity, Conv1dAndConv3d) {
+  check_layer<nn::Conv1d>("conv1d", [] {
+    return std::make_shared<nn::Conv1d>(3, 4, 3, nn::Conv1dOptions{.stride = 2, .padding = 1});
+  });
+  check_layer<nn::Conv1d>("conv1d_reflect_dilation", [] {
+    return std::make_shared<nn::Conv1d>(
+        3, 4, 3, nn::Conv1dOptions{.padding = 2, .dilation = 2, .padding_mode = "reflect"});
+  });
+  check_layer<nn::Conv3d>("conv3d", [] {
+    return std::make_shared<nn::Conv3d>(
+        2, 4, nn::IntArg{3, 2, 2},
+        nn::Conv3dOptions{.stride = {2, 1, 1}, .padding = {1, 0, 1}, .dilation = {1, 2, 1}});
+  });
+  check_layer<nn::Conv3d>("conv3d_groups", [] {
+    return std::make_shared<nn::Conv3d>(4, 6, 2, nn::Conv3dOptions{.groups = 2, .bias = false});
+  });
+}
+
+TEST(Parity, ConvTranspose) {
+  check_layer<nn::ConvTranspose1d>("conv_transpose1d", [] {
+    return std::make_shared<nn::ConvTranspose1d>(
+        3, 4, 3, nn::ConvTransposeOptions{.stride = 2, .padding = 1, .output_padding = 1});
+  });
+  check_layer<nn::ConvTranspose2d>("conv_transpose2d_groups_output_padding", [] {
+    return std::make_shared<nn::ConvTranspose2d>(
+        4, 6, nn::IntArg{3, 2},
+        nn::ConvTransposeOptions{
+            .stride = {2, 3}, .padding = {1, 0}, .output_padding = {1, 2}, .groups = 2});
+  });
+  check_layer<nn::ConvTranspose2d>("conv_transpose2d_dilation", [] {
+    return std::make_shared<nn::ConvTranspose2d>(
+        3, 2, 3, nn::ConvTransposeOptions{.stride = 2, .padding = 2, .dilation = 2});
+  });
+  check_layer<nn::ConvTranspose3d>("conv_transpose3d", [] {
+    return std::make_shared<nn::ConvTranspose3d>(
+        4, 2, nn::IntArg{2, 3, 2},
+        nn::ConvTransposeOptions{.stride = {2, 1, 2},
+                                 .padding = {0, 1, 1},
+                                 .output_padding = {1, 0, 1},
+                                 .groups = 2,
+                                 .dilation = {2, 1, 1}});
+  });
+}
+
+TEST(Parity, Pools1dAnd3d) {
+  check_layer<nn::MaxPool1d>("max_pool1d_ceil", [] {
+    return std::make_shared<nn::MaxPool1d>(
+        3, nn::MaxPool1dOptions{.stride = 2, .padding = 1, .ceil_mode = true});
+  });
+  check_layer<nn::AvgPool1d>("avg_pool1d_ceil_exclude_pad", [] {
+    return std::make_shared<nn::AvgPool1d>(
+        3, nn::AvgPool1dOptions{
+               .stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false});
+  });
+  check_layer<nn::MaxPool3d>("max_pool3d", [] {
+    return std::make_shared<nn::MaxPool3d>(
+        nn::IntArg{2, 3, 2},
+        nn::MaxPool3dOptions{.stride = {2, 2, 1}, .padding = {1, 1, 0}, .dilation = {1, 1, 2}});
+  });
+  check_layer<nn::MaxPool3d>("max_pool3d_ceil", [] {
+    return std::make_shared<nn::MaxPool3d>(
+        3, nn::MaxPool3dOptions{.stride = 2, .padding = 1, .ceil_mode = true});
+  });
+  check_layer<nn::AvgPool3d>("avg_pool3d_ceil_exclude_pad", [] {
+    return std::make_shared<nn::AvgPool3d>(
+        3, nn::AvgPool3dOptions{
+               .stride = 2, .padding = 1, .ceil_mode = true, .count_include_pad = false});
+  });
+  check_layer<nn::AvgPool3d>("avg_pool3d_include_pad", [] {
+    return std::make_shared<nn::AvgPool3d>(
+        nn::IntArg{2, 3, 3}, nn::AvgPool3dOptions{.stride = {1, 2, 2}, .padding = {1, 1, 1}});
+  });
+  check_layer<nn::AvgPool3d>("avg_pool3d_divisor", [] {
+    return std::make_shared<nn::AvgPool3d>(2, nn::AvgPool3dOptions{.divisor_override = 3});
+  });
+}
+
+TEST(Parity, AdaptivePoolsAndMaxUnpool) {
+  check_layer<nn::AdaptiveAvgPool1d>("adaptive_avg_pool1d",
+                                     [] { return std::make_shared<nn::AdaptiveAvgPool1d>(4); });
+  check_layer<nn::AdaptiveMaxPool2d>("adaptive_max_pool2d", [] {
+    return std::make_shared<nn::AdaptiveMaxPool2d>(nn::IntArg{3, 4});
+  });
+  nn::MaxUnpool2d unpool(2, {.stride = 2});
+  check_parity("max_unpool2d", unpool, [&](const Inputs& in) {
+    auto [values, indices] = nn::functional::max_pool2d_with_indices(in.at("x"), {2}, {2});
+    return Outputs{{"y", nn::call(unpool, values, indices, IntList{5, 7})}};
+  });
+}
+
+// Decoder layers: self-attention with a causal mask and the is_causal hint, cross-attention
+// with a memory mask and padding on both sides; eager and compiled.
+void check_decoder_layer(const std::string& name, nn::TransformerDecoderLayerOptions options) {
+  for (bool compiled : {false, true}) {
+    auto layer = std::make_shared<nn::TransformerDecoderLayer>(8, 2, options);
+    auto graph = kiln::compile(layer, {.fullgraph = true});
+    check_parity(name, *layer, [&](const Inputs& in) {
+      const Tensor &tgt = in.at("tgt"), &memory = in.at("memory");
+      const Tensor &tgt_mask = in.at("tgt_mask"), &memory_mask = in.at("memory_mask");
+      const Tensor &tgt_pad = in.at("tgt_key_padding_mask"), &memory_pad = in.at("memory_key_padding_mask");
+      Tensor y = compiled ? graph(tgt, memory, tgt_mask, memory_mask, tgt_pad, memory_pad, true, false)
+                          : nn::call(*layer, tgt, memory, tgt_mask, memory_mask, tgt_pad, memory_pad,
+                                     true, false);
+      return Outputs{{"y", y}};
+    });
+  }
+}
+
+TEST(Parity, TransformerDecoderLayer) {
+  check_decoder_layer("decoder_layer_post_relu",
+                      {.dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  check_decoder_layer("decoder_layer_pre_gelu", {.dim_feedforward = 16,
+                                                 .dropout = 0.0,
+                                                 .activation = nn::TransformerActivation::GELU,
+                                                 .norm_first = true});
+}
+
+TEST(Parity, Transformer) {
+  nn::Transformer model(8, 2, {.num_encoder_layers = 2, .num_decoder_layers = 2,
+                               .dim_feedforward = 16, .dropout = 0.0, .batch_first = true});
+  check_parity("transformer", model, [&](const Inputs& in) {
+    return Outputs{{"y", nn::call(model, in.at("src"), in.at("tgt"), Tensor(), in.at("tgt_mask"),
+                                  Tensor(), in.at("src_key_padding_mask"), Tensor(),
+                                  in.at("memory_key_padding_mask"))}};
+  });
+  // PyTorch's mask: 0 on and below the diagonal, -inf above.
+  Tensor mask = nn::Transformer::generate_square_subsequent_mask(3);
+  EXPECT_EQ(mask.to_vector<double>(),
+            (std::vector<double>{0, -INFINITY, -INFINITY, 0, 0, -INFINITY, 0, 0, 0}));
+}
+
+TEST(Parity, EmbeddingBag) {
+  auto check = [](const std::string& name, nn::EmbeddingBagOptions options) {
+    for (bool compiled : {false, true}) {
+      auto bag = std::make_shared<nn::EmbeddingBag>(10, 3, options);
+      auto graph = kiln::compile(bag, {.fullgraph = true});
+      check_parity(name, *bag, [&](const Inputs& in) {
+        Tensor offsets = in.count("offsets") ? in.at("offsets") : Tensor();
+        Tensor weights = in.count("per_sample_weights") ? in.at("per_sample_weights") : Tensor();
+        Tensor y = compiled ? graph(in.at("input"), offsets, weights)
+                            : nn::call(*bag, in.at("input"), offsets, weights);
+        return Outputs{{"y", y}};
+      });
+    }
+  };
+  check("embedding_bag_sum_offsets_weights", {.mode = "sum"});
+  check("embedding_bag_mean_2d_padding", {.mode = "mean", .padding_idx = 0});
+  check("embedding_bag_max_last_offset", {.mode = "max", .include_last_offset = true});
 }
 
 }  // namespace

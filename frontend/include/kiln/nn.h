@@ -19,6 +19,7 @@
 #include "kiln/nn/layers/normalization.h"
 #include "kiln/nn/layers/padding.h"
 #include "kiln/nn/layers/pooling.h"
+#include "kiln/nn/layers/recurrent.h"
 #include "kiln/nn/layers/resample.h"
 #include "kiln/nn/layers/transformer.h"
 #include "kiln/nn/module.h"

@@ -5,12 +5,14 @@ namespace kiln::nn {
 
 std::string IntArg::str() const {
   if (values.size() == 1) return std::to_string(values[0]);
-  return pair_str();
+  return tuple_str(values.size());
 }
 
-std::string IntArg::pair_str() const {
+std::string IntArg::tuple_str(size_t dims) const {
   if (values.empty()) return "None";
-  return "(" + std::to_string(at(0)) + ", " + std::to_string(at(1)) + ")";
+  std::string s = "(";
+  for (size_t i = 0; i < dims; ++i) s += (i ? ", " : "") + std::to_string(at(i));
+  return s + (dims == 1 ? ",)" : ")");
 }
 
 }  // namespace kiln::nn

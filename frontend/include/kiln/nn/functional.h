@@ -128,6 +128,12 @@ Tensor embedding(const Tensor& input, const Tensor& weight,
                  std::optional<int64_t> padding_idx = std::nullopt);
 // int64 [*, num_classes]; num_classes = -1 uses max(indices) + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+// nn::EmbeddingBag's computation: bags of rows of weight reduced by mode ("sum", "mean",
+// "max"); a 2-D input is one bag per row (offsets undefined), a 1-D input needs offsets.
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = Tensor(),
+                     const std::string& mode = "mean", const Tensor& per_sample_weights = Tensor(),
+                     bool include_last_offset = false,
+                     std::optional<int64_t> padding_idx = std::nullopt);
 
 // ---- convolution and pooling ([N, C, H, W], or [C, H, W] without a batch) ----
 
@@ -160,6 +166,46 @@ Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {}, Int
                   std::optional<int64_t> divisor_override = std::nullopt);
 // output_size: one value or (OH, OW); -1 keeps that input dim (PyTorch's None).
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+
+// ---- 1-D and 3-D convolution and pooling, transposed convolution ----
+// [N, C, L] / [N, C, D, H, W] (or without N); window arguments take one value or one per
+// spatial dim. Composed from the 2-D ops (src/tensor_ops/conv_nd.cpp, pool_nd.cpp).
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
+              int64_t groups = 1);
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              IntList stride = {1}, IntList padding = {0}, IntList dilation = {1},
+              int64_t groups = 1);
+// weight [in_channels, out_channels / groups, *kernel]; output size per dim
+// (in - 1) stride - 2 padding + dilation (kernel - 1) + output_padding + 1, with
+// 0 <= output_padding < stride. PyTorch's argument order.
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        IntList stride = {1}, IntList padding = {0}, IntList output_padding = {0},
+                        int64_t groups = 1, IntList dilation = {1});
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        IntList stride = {1}, IntList padding = {0}, IntList output_padding = {0},
+                        int64_t groups = 1, IntList dilation = {1});
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        IntList stride = {1}, IntList padding = {0}, IntList output_padding = {0},
+                        int64_t groups = 1, IntList dilation = {1});
+
+Tensor max_pool1d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  IntList dilation = {1}, bool ceil_mode = false);
+Tensor max_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  IntList dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {}, IntList padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+// The maxima only (no indices); output_size: one value or (OH, OW), -1 keeps that dim.
+Tensor adaptive_max_pool2d(const Tensor& x, IntList output_size);
+// The inverse of max_pool2d_with_indices: each value at its argmax, zeros elsewhere. The
+// output is [N, C, (H - 1) stride - 2 padding + kernel, ...] unless output_size gives (H, W).
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, IntList kernel_size,
+                    IntList stride = {}, IntList padding = {0}, IntList output_size = {});
 
 // ---- resampling ----
 

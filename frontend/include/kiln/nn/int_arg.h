@@ -23,10 +23,12 @@ struct IntArg {
   bool empty() const { return values.empty(); }
   // The value for spatial dim i (0: height, 1: width); one value serves both.
   int64_t at(size_t i) const { return values.size() == 1 ? values[0] : values[i]; }
-  // "3" for one value, "(3, 5)" for two: how PyTorch prints the argument as given.
+  // "3" for one value, "(3, 5)" for more: how PyTorch prints the argument as given.
   std::string str() const;
   // "(3, 3)": both dims, as PyTorch's convolutions print them.
-  std::string pair_str() const;
+  std::string pair_str() const { return tuple_str(2); }
+  // One entry per spatial dim, as PyTorch's convolutions print them: "(3,)", "(3, 3, 3)".
+  std::string tuple_str(size_t dims) const;
 };
 
 }  // namespace kiln::nn
