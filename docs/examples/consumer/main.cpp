@@ -42,8 +42,14 @@ int main() {
   } catch (const kiln::GraphBreakError& e) {
     message = e.what();
   }
+  // The file by its full path, or relative to kiln's folder when this project lives inside
+  // it (ctest builds it in a folder of kiln's build tree).
   std::string here = std::string(__FILE__) + ":" + std::to_string(loop_line);
-  check(message.find(here) != std::string::npos, "the graph break names " + here, message);
+  std::string tail = "/main.cpp:" + std::to_string(loop_line) + " (";
+  check(message.find(here) != std::string::npos ||
+            (message.find(tail) != std::string::npos &&
+             message.find("Halving::forward") != std::string::npos),
+        "the graph break names " + here, message);
 
   // 2. kiln's own errors name kiln's source relative to kiln's folder (as in kiln's build).
   std::string error;
