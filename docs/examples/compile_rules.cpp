@@ -288,6 +288,14 @@ struct DropThenItem : nn::Module {
 };
 // [end]
 
+// [example: position-table-model]
+// A table of 16 learned positions sliced to the input's length (`pos[:, :x.size(1)]`).
+struct PositionTable : nn::Module {
+  Tensor pos = register_parameter("pos", kiln::randn({1, 16, 4}));
+  Tensor forward(const Tensor& x) override { return x + kiln::slice(pos, 1, 0, x.size(1)); }
+};
+// [end]
+
 namespace {
 
 // Bitwise equality of shape and values.
@@ -735,6 +743,23 @@ int main() {
     // [end]
     log.print("recompiles");
     check(kiln::explain(compiled).graph_count() == 1, "On with a Linear: the batch stays dynamic");
+  }
+  {
+    LogLines log("recompiles");
+    // [example: position-table]
+    auto model = std::make_shared<PositionTable>();
+    auto compiled = kiln::compile(model);
+    for (int64_t length : {3, 5, 9, 16, 2}) compiled(kiln::randn({2, length, 4}));
+    std::string text = kiln::explain(compiled).entries[1].graph_text;
+    std::cout << text.substr(0, text.find("input")) << "...\n";
+    // [end]
+    log.print("recompiles");
+    for (int64_t length : {4, 11}) {
+      Tensor x = kiln::randn({2, length, 4});
+      check(same(compiled(x), (*model)(x)), "a sliced table: compiled == eager");
+    }
+    check(kiln::explain(compiled).graph_count() == 2 && log.of("recompiles").size() == 1,
+          "a sliced table: one symbolic graph serves every length up to the table's");
   }
   {
     // [example: size-branch]

@@ -40,6 +40,7 @@ void copy_into(const Graph& from, Graph& to) {
 std::unique_ptr<Graph> clone_graph(const Graph& g) {
   auto copy = std::make_unique<Graph>(g.name());
   copy_into(g, *copy);
+  copy->mutable_size_bounds() = g.size_bounds();
   return copy;
 }
 

@@ -90,6 +90,21 @@ Graph* Graph::add_region(Node* node) {
   return node->regions.back().get();
 }
 
+std::string SizeBound::where() const {
+  std::string out = op.empty() ? "an op" : op;
+  if (loc.known()) out += " at " + location_str(loc);
+  return out + (module_path.empty() ? " in the root module" : " in module '" + module_path + "'");
+}
+
+void Graph::add_size_bound(SizeBound bound) {
+  for (SizeBound& b : size_bounds_) {
+    if (b.size != bound.size) continue;
+    if (bound.max < b.max) b = std::move(bound);
+    return;
+  }
+  size_bounds_.push_back(std::move(bound));
+}
+
 size_t Graph::node_count() const {
   size_t n = nodes_.size();
   for (const auto& node : nodes_)

@@ -41,6 +41,7 @@ class Parser : private TextCursor {
     if (!accept_word("graph")) fail_expected("'graph' at the start of the text");
     auto g = std::make_unique<Graph>(name("the graph's name"));
     expect('{', "after the graph's name");
+    while (accept_word("assume")) size_bound(*g);
     body(*g, "return");
     expect('}', "to close the graph");
     if (!at_end()) fail_expected("the end of the text after the graph");
@@ -100,6 +101,44 @@ class Parser : private TextCursor {
         fail_expected(terminator == "return" ? "an input, a node or 'return'"
                                              : "a node or 'yield'");
       }
+    }
+  }
+
+  void size_bound(Graph& g) {
+    SizeBound b;
+    size_t size_pos = here();
+    std::string_view size = token("*^-", "a symbolic size like s0");
+    try {
+      b.size = parse_size(size);
+    } catch (const Error&) {
+      fail_at(size_pos, "expected a symbolic size like s0 or s0*2, found '", size, "'.");
+    }
+    if (!is_symbolic_size(b.size))
+      fail_at(size_pos, "an assume bounds a symbolic size, found the number ", size,
+              ". Fix: write assume s0 <= 512.");
+    expect('<', "after the bounded size");
+    expect('=', "in '<='");
+    size_t max_pos = here();
+    std::string_view max = token("-", "the bound, a positive integer");
+    auto res = std::from_chars(max.data(), max.data() + max.size(), b.max);
+    if (res.ec != std::errc() || res.ptr != max.data() + max.size() || b.max < 1)
+      fail_at(max_pos, "expected the bound, a positive integer, found '", max, "'.");
+    b.op = name("the op that set the bound");
+    origin(b.module_path, b.loc);
+    g.add_size_bound(std::move(b));
+  }
+
+  // Optional `@path` and `loc("file":line "function")` after a node or a bound.
+  void origin(std::string& module_path, Location& loc) {
+    if (accept('@')) module_path = name("a module path");
+    if (accept_word("loc")) {
+      expect('(', "after 'loc'");
+      std::string file = string_literal("a quoted file name");
+      expect(':', "after the file name");
+      const int line = static_cast<int>(integer("a line number"));
+      std::string function = peek() == '"' ? string_literal("a quoted function name") : "";
+      loc = Location(std::move(file), line, std::move(function));
+      expect(')', "after the location");
     }
   }
 
@@ -254,16 +293,7 @@ class Parser : private TextCursor {
       expect(')', "after the op's inputs");
     }
     n->attrs = attrs(*n->op, here());
-    if (accept('@')) n->module_path = name("a module path");
-    if (accept_word("loc")) {
-      expect('(', "after 'loc'");
-      std::string file = string_literal("a quoted file name");
-      expect(':', "after the file name");
-      const int line = static_cast<int>(integer("a line number"));
-      std::string function = peek() == '"' ? string_literal("a quoted function name") : "";
-      n->loc = Location(std::move(file), line, std::move(function));
-      expect(')', "after the location");
-    }
+    origin(n->module_path, n->loc);
     if (accept('{')) {
       do {
         region(g, *n);

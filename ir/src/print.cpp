@@ -1,6 +1,7 @@
 // The IR text form: a readable, line-oriented printout that parse.cpp reads back exactly.
 //
 //   graph FashionMLP {
+//     assume s0 <= 512 slice @embed loc("model.cpp":9 "Net::forward")
 //     input %0 "x": float32[s0, 784]
 //     param %1 "fc1.weight": float32[784, 256]
 //     const %2 "scale": float32[3] = [1, 2.5, 3]
@@ -16,7 +17,9 @@
 //   }
 //
 // Grammar (tokens may be separated by any whitespace; `//` comments run to end of line):
-//   graph   := 'graph' NAME '{' (input | node)* 'return' outputs '}'
+//   graph   := 'graph' NAME '{' assume* (input | node)* 'return' outputs '}'
+//   assume  := 'assume' SIZE '<=' INT NAME ('@' NAME)? ('loc' '(' STRING ':' INT STRING? ')')?
+//              a symbolic size's bound (SizeBound) and the op that set it
 //   input   := KIND '%'ID STRING? ':' type ('=' data)?     KIND: input | param | buffer | const
 //   node    := (results ':' type (',' type)* '=')? OP '(' args ')' ATTRS
 //              ('@' NAME)? ('loc' '(' STRING ':' INT STRING? ')')? ('{' region+ '}')?
@@ -109,6 +112,14 @@ class Printer {
 
   std::string print(const Graph& g) {
     os_ << "graph " << (canonical_ ? "_" : bare_or_quoted(g.name())) << " {\n";
+    for (const SizeBound& b : g.size_bounds()) {
+      os_ << "  assume " << format_size(b.size) << " <= " << b.max;
+      if (!canonical_) {
+        os_ << ' ' << bare_or_quoted(b.op);
+        origin(b.module_path, b.loc);
+      }
+      os_ << '\n';
+    }
     for (const GraphInput& in : g.inputs()) {
       os_ << "  " << input_kind_name(in.kind) << ' ';
       input(in);
@@ -120,6 +131,16 @@ class Printer {
   }
 
  private:
+  // " @path loc("file":line "function")", each part only when set.
+  void origin(const std::string& module_path, const Location& loc) {
+    if (!module_path.empty()) os_ << " @" << bare_or_quoted(module_path);
+    if (!(loc == Location{})) {
+      os_ << " loc(" << quote(loc.file()) << ':' << loc.line();
+      if (!loc.function().empty()) os_ << ' ' << quote(loc.function());
+      os_ << ')';
+    }
+  }
+
   void indent(int depth) { os_ << std::string(static_cast<size_t>(2 * depth), ' '); }
 
   // A value where it is defined; canonical printing numbers values in this order.
@@ -179,12 +200,7 @@ class Printer {
     } else {
       os_ << "<no attrs>";
     }
-    if (!canonical_ && !n.module_path.empty()) os_ << " @" << bare_or_quoted(n.module_path);
-    if (!canonical_ && !(n.loc == Location{})) {
-      os_ << " loc(" << quote(n.loc.file()) << ':' << n.loc.line();
-      if (!n.loc.function().empty()) os_ << ' ' << quote(n.loc.function());
-      os_ << ')';
-    }
+    if (!canonical_) origin(n.module_path, n.loc);
     if (!n.regions.empty()) {
       os_ << " {\n";
       for (const auto& region : n.regions) {

@@ -64,6 +64,13 @@ void check_input_types(const Graph& g, std::span<const Tensor> inputs, const Sym
                                                 : std::string()));
     }
   }
+  for (const SizeBound& b : g.size_bounds()) {
+    const int64_t value = substitute_size(b.size, values);
+    KILN_CHECK(value <= b.max, who, " graph ", g.name(), ": ", format_size(b.size), " is ", value,
+               " in this call, but the graph holds only while ", format_size(b.size), " <= ", b.max,
+               " (", b.where(), "). Fix: keep the size within ", b.max,
+               ", or compile the model again for it (kiln::compile retraces such a call).");
+  }
 }
 
 bool attrs_hold_symbols(const Attrs& attrs) {

@@ -1,4 +1,4 @@
-// Symbolic sizes: the sentinel primes, factoring a size back into symbols, and the text
+// Symbolic sizes: factoring a size back into symbols, and the text
 // form ("s0*784") the printer, the parser and diagnostics share.
 #include "kiln/ir/symbols.h"
 
@@ -10,29 +10,6 @@
 namespace kiln::ir {
 
 namespace {
-
-constexpr bool is_prime(int64_t n) {
-  if (n < 2) return false;
-  for (int64_t d = 2; d * d <= n; ++d)
-    if (n % d == 0) return false;
-  return true;
-}
-
-// The first kMaxSymbols primes from `start` on. Large enough that no real dim is a
-// multiple of one by accident in practice, small enough that products of a few symbols and
-// a static coefficient stay far below int64's range.
-constexpr std::array<int64_t, kMaxSymbols> primes_from(int64_t start) {
-  std::array<int64_t, kMaxSymbols> out{};
-  int64_t n = start;
-  for (int k = 0; k < kMaxSymbols; ++n)
-    if (is_prime(n)) out[k++] = n;
-  return out;
-}
-
-constexpr auto kSymbols = primes_from(100003);
-constexpr auto kAlternateSymbols = primes_from(200003);
-static_assert(kSymbols.back() < kAlternateSymbols.front(),
-              "the two sentinel sets must not overlap");
 
 void check_symbol_index(int k, const char* fn) {
   KILN_CHECK(k >= 0 && k < kMaxSymbols, "[ir] ", fn, ": expected a symbol index in [0, ",
@@ -67,7 +44,7 @@ int64_t parse_factor(std::string_view factor, std::string_view whole) {
   if (e < 1) fail_size_text(whole, "exponent must be at least 1");
   int64_t f = 1;
   for (int64_t i = 0; i < e; ++i) {  // overflows after a few steps for any large e
-    auto r = checked_mul(f, kSymbols[static_cast<size_t>(k)]);
+    auto r = checked_mul(f, symbol_sentinel(static_cast<int>(k), false));
     if (!r) fail_size_text(whole, "overflows int64");
     f = *r;
   }
@@ -78,12 +55,12 @@ int64_t parse_factor(std::string_view factor, std::string_view whole) {
 
 int64_t symbol_value(int k) {
   check_symbol_index(k, "symbol_value");
-  return kSymbols[static_cast<size_t>(k)];
+  return symbol_sentinel(static_cast<int>(k), false);
 }
 
 int64_t alternate_symbol_value(int k) {
   check_symbol_index(k, "alternate_symbol_value");
-  return kAlternateSymbols[static_cast<size_t>(k)];
+  return symbol_sentinel(k, true);
 }
 
 std::optional<SymbolicSize> decode_size(int64_t v) {
@@ -91,7 +68,7 @@ std::optional<SymbolicSize> decode_size(int64_t v) {
   SymbolicSize s;
   bool symbolic = false;
   for (int k = 0; k < kMaxSymbols; ++k) {
-    int64_t p = kSymbols[static_cast<size_t>(k)];
+    int64_t p = symbol_sentinel(static_cast<int>(k), false);
     while (v % p == 0 && s.exponents[k] < 255) {
       v /= p;
       ++s.exponents[k];

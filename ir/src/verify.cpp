@@ -9,6 +9,7 @@
 
 #include "kiln/dispatch.h"
 #include "kiln/ir/graph.h"
+#include "kiln/ir/symbols.h"
 #include "kiln/ops/control_flow.h"
 
 namespace kiln::ir {
@@ -311,6 +312,11 @@ class Verifier {
 }  // namespace
 
 void verify(const Graph& g) {
+  for (const SizeBound& b : g.size_bounds())
+    KILN_CHECK(holds_symbolic_size(b.size) && b.max >= 1, "[ir verify] the size bound ",
+               format_size(b.size), " <= ", b.max, " (", b.where(),
+               ") must bound a symbolic size by a positive number. Fix: bound only symbolic "
+               "sizes.");
   Verifier().graph(g, Context{});
 }
 

@@ -154,5 +154,32 @@ TEST(BackendRegistry, FuseAsksTheBackendsRules) {
   EXPECT_EQ(fused_count(*run(nullptr)), 0u);
 }
 
+// A graph that slices a static dim by a symbolic size holds only up to the dim: every
+// executor checks the bound before it runs (a call past it would read past the constant).
+TEST(BackendRegistry, EveryExecutorChecksTheGraphsSizeBounds) {
+  init();
+  std::shared_ptr<const ir::Graph> g = ir::parse_graph(R"(graph bounded {
+  assume s0 <= 4 slice @embed loc("model.cpp":7 "Net::forward")
+  input %0 "x": float32[s0]
+  const %1 "pos": float32[4] = [1, 2, 3, 4]
+  %2: float32[s0] = slice(%1) {dim=0, start=0, end=s0, step=1}
+  %3: float32[s0] = add(%0, %2) {}
+  return %3
+})");
+  for (const Backend* b : {&reference_backend(), &backend("cpu")}) {
+    std::unique_ptr<Executable> exe = b->compile(g, {});
+    for (int64_t n : {2, 3, 4}) {
+      Tensor x = arange(0, n, 1, TensorOptions(DType::Float32)) * 10;
+      std::vector<float> want;
+      for (int64_t i = 0; i < n; ++i) want.push_back(static_cast<float>(i * 10 + i + 1));
+      EXPECT_EQ(exe->run(std::vector<Tensor>{x, Tensor()})[0].to_vector<float>(), want) << b->name() << " n=" << n;
+    }
+    expect_error([&] { exe->run(std::vector<Tensor>{zeros({5}), Tensor()}); },
+                 {"graph bounded: s0 is 5 in this call, but the graph holds only while s0 <= 4 "
+                  "(slice at model.cpp:7 (Net::forward) in module 'embed')",
+                  "Fix: keep the size within 4"});
+  }
+}
+
 }  // namespace
 }  // namespace kiln::backends

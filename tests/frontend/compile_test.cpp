@@ -37,6 +37,12 @@ struct LogCapture {
   }
 };
 
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
 struct Mlp : nn::Module {
   nn::ModulePtr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 8));
   nn::ModulePtr<nn::Linear> fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 3));
@@ -559,6 +565,105 @@ TEST(CompileDynamic, ASizeComputedOnTheHostFallsBackToStaticAndSaysWhy) {
   lines = log.of("recompiles");
   EXPECT_NE(lines.back().find("tracing with symbolic sizes failed in [reshape]"), std::string::npos)
       << lines.back();
+}
+
+TEST(CompileDynamic, ADimThatCouldNotStaySymbolicIsNotPromisedToBecomeDynamic) {
+  LogCapture log;
+  auto plus = compile(std::make_shared<CountsPlusOne>());  // dynamic = Auto
+  for (int64_t n : {4, 6, 9}) EXPECT_EQ(plus(randn({n})).size(0), n + 1);
+  auto lines = log.of("recompiles");
+  ASSERT_EQ(lines.size(), 3u) << joined(lines);
+  EXPECT_NE(lines[0].find("input x dim 0: 4 -> 6 (compiled as a dynamic dim from now on"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("dynamic dims compiled as static sizes"), std::string::npos) << lines[1];
+  // The third size recompiles: the log says the dim stays static rather than promise again.
+  EXPECT_NE(lines[2].find("input x dim 0: 4 -> 9 (this dim stays static: a trace with it "
+                          "symbolic failed"),
+            std::string::npos)
+      << lines[2];
+}
+
+// The Hugging Face position pattern: a table of max_len positions sliced to the input's
+// length (`pos[:, :x.size(1)]`). The slice keeps the length symbolic, bounded by the table.
+struct Positions : nn::Module {
+  Tensor pos = register_parameter("pos", randn({1, 8, 4}));
+  Tensor ids = register_buffer("position_ids", arange(0, 8, 1, TensorOptions(DType::Int64)).unsqueeze(0));
+  nn::ModulePtr<nn::Embedding> table =
+      register_module("table", std::make_shared<nn::Embedding>(8, 4));
+  int slice_line = 0;
+  Tensor forward(const Tensor& x) override {
+    int64_t t = x.size(1);
+    slice_line = __LINE__ + 1;
+    Tensor p = slice(pos, 1, 0, t);
+    return x + p + table(ids.narrow(1, 0, t));
+  }
+};
+
+TEST(CompileDynamic, SlicingATableByADynamicLengthStaysSymbolicUpToTheTable) {
+  auto model = std::make_shared<Positions>();
+  auto compiled = compile(model, {.fullgraph = true});
+  LogCapture log;
+  for (int64_t t : {3, 5, 8, 2}) {
+    Tensor x = mark_dynamic(randn({2, t, 4}), 1);
+    EXPECT_TRUE(same(compiled(x), (*model)(x))) << "length " << t;
+  }
+  EXPECT_TRUE(log.of("recompiles").empty()) << joined(log.of("recompiles"));
+  ExplainReport r = explain(compiled);
+  ASSERT_EQ(r.graph_count(), 1u);
+  const std::string& text = r.entries[0].graph_text;
+  EXPECT_NE(text.find(detail::str_cat("assume s0 <= 8 slice loc(\"tests/frontend/compile_test.cpp\":",
+                              model->slice_line)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("slice(%"), std::string::npos);
+  EXPECT_NE(text.find("{dim=1, start=0, end=s0, step=1}"), std::string::npos) << text;
+
+  // Past the table eager fails on narrow; the compiled call retraces this size with static
+  // sizes, says why, and fails the same way.
+  Tensor too_long = mark_dynamic(randn({2, 9, 4}), 1);
+  expect_error([&] { (*model)(too_long); }, {"[narrow] start 0 and length 9 do not fit in dim 1 of size 8"});
+  expect_error([&] { compiled(too_long); }, {"[narrow] start 0 and length 9 do not fit in dim 1 of size 8"});
+  auto lines = log.of("recompiles");
+  ASSERT_EQ(lines.size(), 2u) << joined(lines);
+  EXPECT_NE(lines[0].find("input x dim 1 (s0): 9 > 8 (the graph's slice at "
+                          "tests/frontend/compile_test.cpp:"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("this call compiled with static sizes: slice at"), std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[1].find("holds for s0 <= 8 and this call has 9"), std::string::npos) << lines[1];
+  // The symbolic graph still serves the lengths it covers.
+  Tensor x = mark_dynamic(randn({2, 6, 4}), 1);
+  EXPECT_TRUE(same(compiled(x), (*model)(x)));
+  EXPECT_EQ(explain(compiled).graph_count(), 1u);
+  EXPECT_EQ(log.of("recompiles").size(), 2u);
+}
+
+TEST(CompileDynamic, AutoMakesASlicedLengthSymbolicAndTrainsThroughIt) {
+  auto model = std::make_shared<Positions>();
+  auto compiled = compile(model);
+  LogCapture log;
+  for (int64_t t : {3, 5, 7, 4}) {
+    Tensor x = randn({2, t, 4});
+    model->zero_grad();
+    Tensor want = (*model)(x);
+    (want * want).sum().backward();
+    Tensor want_pos = model->pos.grad().clone(), want_table = model->table->weight.grad().clone();
+    model->zero_grad();
+    Tensor got = compiled(x);
+    (got * got).sum().backward();
+    EXPECT_TRUE(same(got, want)) << "length " << t;
+    EXPECT_TRUE(same(model->pos.grad(), want_pos)) << "length " << t;
+    EXPECT_TRUE(same(model->table->weight.grad(), want_table)) << "length " << t;
+  }
+  // One recompile when the length first changes; the symbolic graph serves the rest.
+  auto lines = log.of("recompiles");
+  ASSERT_EQ(lines.size(), 1u) << joined(lines);
+  EXPECT_NE(lines[0].find("input x dim 1: 3 -> 5 (compiled as a dynamic dim from now on"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_EQ(explain(compiled).graph_count(), 2u);
 }
 
 }  // namespace

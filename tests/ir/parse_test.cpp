@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kiln/ir/graph.h"
+#include "kiln/ir/symbols.h"
 #include "test_util.h"
 
 namespace kiln::ir {
@@ -157,6 +158,70 @@ TEST(IrParse, GraphStructure) {
   expect_parse_error(
       "graph G {\n  return\n}\nextra",
       {"line 4, col 1: expected the end of the text after the graph, found 'extra'"});
+}
+
+}  // namespace
+}  // namespace kiln::ir
+
+namespace kiln::ir {
+namespace {
+
+// A slice of a static dim by a symbolic end, as a trace of `pos[:x.size(0)] + x` records it.
+const char* kBounded = R"(graph bounded {
+  assume s0 <= 4 slice @embed loc("model.cpp":7 "Net::forward")
+  input %0 "x": float32[s0]
+  const %1 "pos": float32[4] = [1, 2, 3, 4]
+  %2: float32[s0] = slice(%1) {dim=0, start=0, end=s0, step=1}
+  %3: float32[s0] = add(%0, %2) {}
+  return %3
+})";
+
+TEST(IrSizeBounds, PrintParseCloneAndHashKeepThem) {
+  std::unique_ptr<Graph> g = parse_graph(kBounded);
+  ASSERT_EQ(g->size_bounds().size(), 1u);
+  EXPECT_EQ(g->size_bounds()[0].size, symbol_value(0));
+  EXPECT_EQ(g->size_bounds()[0].max, 4);
+  EXPECT_EQ(g->size_bounds()[0].where(), "slice at model.cpp:7 (Net::forward) in module 'embed'");
+  verify(*g);
+  EXPECT_EQ(print_graph(*g), std::string(kBounded) + "\n");
+  EXPECT_EQ(print_graph(*clone_graph(*g)), print_graph(*g));
+  // The bound is part of what the graph computes: another bound is another graph, while
+  // where it came from (a location) is not.
+  std::string looser = kBounded;
+  looser.replace(looser.find("<= 4"), 4, "<= 9");
+  EXPECT_NE(structural_hash(*parse_graph(looser)), structural_hash(*g));
+  std::string elsewhere = kBounded;
+  elsewhere.replace(elsewhere.find("\"model.cpp\":7"), 13, "\"other.cpp\":1");
+  EXPECT_EQ(structural_hash(*parse_graph(elsewhere)), structural_hash(*g));
+  // The tightest bound of a size wins.
+  g->add_size_bound({symbol_value(0), 3, "narrow"});
+  g->add_size_bound({symbol_value(0), 8, "slice"});
+  ASSERT_EQ(g->size_bounds().size(), 1u);
+  EXPECT_EQ(g->size_bounds()[0].max, 3);
+  EXPECT_EQ(g->size_bounds()[0].where(), "narrow in the root module");
+}
+
+TEST(IrSizeBounds, ParseAndVerifyRefuseMalformedBounds) {
+  auto with_assume = [](const std::string& line) {
+    return "graph G {\n  " + line + "\n  input %0 \"x\": float32[s0]\n  return %0\n}\n";
+  };
+  EXPECT_EQ(parse_graph(with_assume("assume s0*2 <= 10 slice"))->size_bounds()[0].size,
+            symbol_value(0) * 2);
+  expect_parse_error(with_assume("assume 5 <= 10 slice"),
+                     {"line 2, col 10", "an assume bounds a symbolic size, found the number 5"});
+  expect_parse_error(with_assume("assume s0 <= 0 slice"), {"expected the bound, a positive integer"});
+  expect_parse_error(with_assume("assume s0 < 3 slice"), {"expected '=' in '<='"});
+  expect_parse_error(with_assume("assume s0 <= x slice"), {"expected the bound, a positive integer"});
+  Graph g;
+  g.add_size_bound({784, 10, "slice"});
+  expect_error([&] { verify(g); }, {"[ir verify] the size bound 784 <= 10 (slice in the root "
+                                    "module) must bound a symbolic size"});
+  // Without a symbol, a slice end past its dim is still an error.
+  std::string past = kBounded;
+  past.replace(past.find("end=s0"), 6, "end=9");
+  past.replace(past.find("%2: float32[s0]"), 15, "%2: float32[9]");
+  expect_error([&] { verify(*parse_graph(past)); },
+               {"[slice] range [0, 9) is outside dim 0 of size 4"});
 }
 
 }  // namespace

@@ -308,9 +308,10 @@ void clone_kernel(KernelCall& c) {
 void slice_scatter_kernel(KernelCall& c) {
   const Tensor& out = c.outputs[0];
   const auto& a = static_cast<const ops::SliceAttrs&>(c.attrs);
+  int64_t d = wrap_dim(a.dim, out.dim(), "slice_scatter");
+  ops::check_slice_fits(a, out.sizes()[d], "slice_scatter");
   KernelCall copy_base{c.op, c.inputs.subspan(0, 1), c.attrs, c.outputs, c.output_types};
   clone_kernel(copy_base);
-  int64_t d = wrap_dim(a.dim, out.dim(), "slice_scatter");
   Shape strides(out.strides());
   strides[d] *= a.step;
   Tensor window = out.alias(c.inputs[1].sizes(), strides, a.start * out.strides()[d]);

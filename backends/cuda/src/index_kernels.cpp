@@ -253,8 +253,9 @@ void cat_kernel(KernelCall& c) {
 void slice_scatter_kernel(KernelCall& c) {
   const auto& a = static_cast<const ops::SliceAttrs&>(c.attrs);
   const Tensor& out = c.outputs[0];
-  copy_on_gpu(c.inputs[0], out);
   const int64_t d = wrap_dim(a.dim, out.dim(), "slice_scatter");
+  ops::check_slice_fits(a, out.sizes()[d], "slice_scatter");
+  copy_on_gpu(c.inputs[0], out);
   Shape strides(out.strides());
   strides[d] *= a.step;
   if (c.inputs[1].numel() > 0) copy_on_gpu(c.inputs[1], out.alias(c.inputs[1].sizes(), strides, a.start * out.strides()[d]));

@@ -2,8 +2,10 @@
 #include "kiln/tensor_ops/view.h"
 
 #include "../call.h"
+#include "../trace/tracer.h"
 #include "../vjp_registry.h"
 #include "kiln/ops/view.h"
+#include "kiln/symbolic_size.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/factory.h"
 #include "kiln/tensor_ops/layout.h"  // index_add, for vjp_as_strided
@@ -72,6 +74,18 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   return permute(x, perm);
 }
 
+namespace {
+
+// The tracer that records `end` as a symbolic size past a static dim of n, if one does: a
+// trace with symbolic sizes reaching `pos[:, :x.size(1)]`. Eagerly the end would clamp to n;
+// the trace keeps the symbol instead, bounded by n, so one graph serves every length up to n.
+detail::Tracer* tracer_bounding(int64_t end, int64_t n) {
+  if (end <= n || !holds_symbolic_size(end) || holds_symbolic_size(n)) return nullptr;
+  return dynamic_cast<detail::Tracer*>(current_interceptor());
+}
+
+}  // namespace
+
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
   KILN_CHECK(x.dim() > 0, "[slice] cannot slice a 0-d tensor.");
   int64_t d = wrap_dim(dim, x.dim(), "slice");
@@ -80,21 +94,24 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
-  end = std::clamp<int64_t>(end, start, n);
+  detail::Tracer* bounding = tracer_bounding(end, n);
+  if (!bounding) end = std::clamp<int64_t>(end, start, n);
   ops::SliceAttrs a;
   a.dim = d;
   a.start = start;
   a.end = end;
   a.step = step;
-  return detail::call1(ops::slice, {x}, a);
+  Tensor out = detail::call1(ops::slice, {x}, a);
+  if (bounding) bounding->bound_size(out, end, n);
+  return out;
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   int64_t d = wrap_dim(dim, x.dim(), "narrow");
   int64_t n = x.size(d);
   if (start < 0) start += n;
-  KILN_CHECK(start >= 0 && length >= 0 && start + length <= n, "[narrow] start ", start, " and length ", length,
-             " do not fit in dim ", dim, " of size ", n, ".");
+  KILN_CHECK(start >= 0 && length >= 0 && (start + length <= n || tracer_bounding(start + length, n)),
+             "[narrow] start ", start, " and length ", length, " do not fit in dim ", dim, " of size ", n, ".");
   return slice(x, d, start, start + length);
 }
 

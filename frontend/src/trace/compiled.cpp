@@ -80,7 +80,7 @@ std::pair<const Entry*, std::vector<std::string>> CompileCache::closest(
   std::vector<std::string> failures;
   for (const auto& e : entries_) {
     std::vector<std::string> f =
-        guard_failures(e->guards, now, hints, input_names(options_, now.inputs.size()));
+        guard_failures(e->guards, now, hints, input_names(options_, now.inputs.size()), forced_static_);
     if (!best || f.size() < failures.size()) {
       best = e.get();
       failures = std::move(f);
@@ -181,6 +181,7 @@ Entry& CompileCache::add_entry(const std::vector<Tensor>& tensors, GuardSet guar
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].defined())
         entry->guards.inputs[i].shape = traced_shape(tensors[i], plan.symbols[i], false);
+    if (graph) entry->guards.size_bounds = graph->size_bounds();
   }
   if (graph) {
     std::map<std::string, Tensor> state;

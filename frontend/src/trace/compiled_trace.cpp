@@ -4,6 +4,7 @@
 #include <map>
 
 #include "compile_cache.h"
+#include "kiln/ir/symbol_binding.h"
 #include "kiln/ir/symbols.h"
 
 namespace kiln::detail {
@@ -71,6 +72,23 @@ SymbolPlan leading_dims_only(SymbolPlan plan) {
   return plan;
 }
 
+// Why this call's sizes break a size bound of `graph` (traced with `plan`), if they do.
+std::optional<std::string> broken_bound(const ir::Graph& graph, const std::vector<Tensor>& tensors,
+                                        const SymbolPlan& plan) {
+  ir::SymbolValues values{};
+  for (size_t i = 0; i < tensors.size(); ++i)
+    for (size_t d = 0; d < plan.symbols[i].size(); ++d)
+      if (plan.symbols[i][d] >= 0)
+        values[static_cast<size_t>(plan.symbols[i][d])] = tensors[i].size(static_cast<int64_t>(d));
+  for (const ir::SizeBound& b : graph.size_bounds()) {
+    int64_t v = ir::substitute_size(b.size, values);
+    if (v > b.max)
+      return str_cat(b.where(), " holds for ", ir::format_size(b.size), " <= ", b.max,
+                     " and this call has ", v);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<ir::Graph> CompileCache::trace_entry(Entry& entry,
@@ -93,7 +111,16 @@ std::unique_ptr<ir::Graph> CompileCache::trace_entry(Entry& entry,
       auto twin = trace_with(*model_, tensors, forward, nullptr, alternate, nullptr, names);
       translate_alternate(*twin);
       std::optional<std::string> diff = first_difference(*graph, *twin);
-      if (!diff) return graph;
+      if (!diff) {
+        std::optional<std::string> broken = broken_bound(*graph, tensors, plan);
+        if (!broken) return graph;
+        // Only this call is too large for the symbolic graph: trace it with its own sizes and
+        // keep the dims dynamic for the calls the graph covers.
+        log_line(LogChannel::Recompiles,
+                 str_cat(model_->type_name(), ": this call compiled with static sizes: ", *broken));
+        plan = SymbolPlan();
+        break;
+      }
       why = *diff +
             " uses a dynamic size in a way a symbolic size cannot express (a sum, a "
             "quotient or a host comparison of sizes)";

@@ -26,6 +26,7 @@ int64_t to_main(int64_t v) {
 }
 
 void translate_graph(ir::Graph& g) {
+  for (ir::SizeBound& b : g.mutable_size_bounds()) b.size = to_main(b.size);
   auto fix_type = [](ir::Type& t) {
     for (int64_t& d : t.shape) d = to_main(d);
   };
@@ -50,6 +51,15 @@ bool same_node(const ir::Node& a, const ir::Node& b) {
     return false;
   for (size_t i = 0; i < a.outputs.size(); ++i)
     if (!(a.outputs[i]->type == b.outputs[i]->type)) return false;
+  return true;
+}
+
+// Compares what the bounds say, not where they come from (reading a location costs a
+// debug-info lookup).
+bool same_bounds(const std::vector<ir::SizeBound>& a, const std::vector<ir::SizeBound>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size != b[i].size || a[i].max != b[i].max || a[i].op != b[i].op) return false;
   return true;
 }
 
@@ -105,6 +115,7 @@ std::optional<std::string> first_difference(const ir::Graph& a, const ir::Graph&
     if (!same) return "the graph input '" + ia[i].name + "' (a tensor made on the host)";
   }
   if (ia.size() != ib.size()) return std::string("the graph's inputs");
+  if (!same_bounds(a.size_bounds(), b.size_bounds())) return std::string("the graph's size bounds");
   const auto& na = a.nodes();
   const auto& nb = b.nodes();
   for (size_t i = 0; i < na.size() && i < nb.size(); ++i)

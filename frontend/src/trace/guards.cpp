@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "kiln/attrs.h"
 #include "kiln/ir/graph.h"
@@ -27,8 +28,11 @@ std::string state_name(const StateGuard& s) {
 }
 
 std::string size_fix(CompileOptions::Dynamic dynamic, const std::string& input, size_t d,
-                     int64_t now) {
+                     int64_t now, bool kept_static) {
   if (now < 2) return " (sizes 0 and 1 are always compiled as static sizes)";
+  if (kept_static && dynamic != CompileOptions::Dynamic::Off)
+    return " (this dim stays static: a trace with it symbolic failed; the recompile log's "
+           "'compiled as static sizes' line says where)";
   switch (dynamic) {
     case CompileOptions::Dynamic::Off:
       return " (dynamic=Off: each size compiles its own graph; CompileOptions::dynamic = Auto "
@@ -71,10 +75,28 @@ struct SymbolBinding {
   std::string where;
 };
 
+// The value of a bounded symbolic size under this call's binding of sentinels to sizes
+// (nullopt if a symbol it uses is unbound, which a graph's own bounds never do).
+template <class Lookup>
+std::optional<int64_t> bound_value(const ir::SizeBound& b, Lookup size_of) {
+  std::optional<ir::SymbolicSize> s = ir::decode_size(b.size);
+  if (!s) return std::nullopt;
+  int64_t v = s->coeff;
+  for (int k = 0; k < ir::kMaxSymbols; ++k) {
+    for (int e = 0; e < s->exponents[k]; ++e) {
+      std::optional<int64_t> size = size_of(ir::symbol_value(k));
+      if (!size) return std::nullopt;
+      v *= *size;
+    }
+  }
+  return v;
+}
+
 // The differences between two guards of one tensor.
 void tensor_failures(const std::string& what, const TensorGuard& a, const TensorGuard& b,
                      const std::string* input, CompileOptions::Dynamic dynamic,
-                     std::vector<SymbolBinding>& bound, std::vector<std::string>& out) {
+                     uint64_t kept_static, std::vector<SymbolBinding>& bound,
+                     std::vector<std::string>& out) {
   if (a.defined != b.defined) {
     out.push_back(what + ": " + guard_type(a) + " -> " + guard_type(b));
     return;
@@ -94,7 +116,9 @@ void tensor_failures(const std::string& what, const TensorGuard& a, const Tensor
       std::string dim = str_cat(what, " dim ", d);
       if (!ir::is_symbolic_size(want)) {
         out.push_back(str_cat(dim, ": ", want, " -> ", have,
-                              input ? size_fix(dynamic, *input, d, have) : ""));
+                              input ? size_fix(dynamic, *input, d, have,
+                                               d < 64 && ((kept_static >> d) & 1))
+                                    : ""));
         continue;
       }
       if (have < 2) {
@@ -168,8 +192,8 @@ void module_failures(const ModuleSignature& a, const ModuleSignature& b,
                             ": replaced by another tensor (assign with copy_ or "
                             "load_state_dict to keep the graph)"));
     std::vector<SymbolBinding> no_symbols;  // requires_grad is part of the tensor guard
-    tensor_failures(s.path, o.tensor, s.tensor, nullptr, CompileOptions::Dynamic::Off, no_symbols,
-                    out);
+    tensor_failures(s.path, o.tensor, s.tensor, nullptr, CompileOptions::Dynamic::Off, 0,
+                    no_symbols, out);
   }
   for (const StateGuard& s : a.entries) {
     if (seen.count({s.path, s.kind})) continue;
@@ -222,18 +246,43 @@ bool call_guards_hold(const GuardSet& entry, const GuardSet& now) {
   std::vector<std::pair<int64_t, int64_t>> bound;
   for (size_t i = 0; i < entry.inputs.size(); ++i)
     if (!tensor_holds(entry.inputs[i], now.inputs[i], bound)) return false;
+  for (const ir::SizeBound& b : entry.size_bounds) {
+    std::optional<int64_t> v = bound_value(b, [&](int64_t symbol) -> std::optional<int64_t> {
+      for (const auto& [sym, size] : bound)
+        if (sym == symbol) return size;
+      return std::nullopt;
+    });
+    if (v && *v > b.max) return false;
+  }
   return true;
 }
 
 std::vector<std::string> guard_failures(const GuardSet& entry, const GuardSet& now,
                                         CompileOptions::Dynamic dynamic,
-                                        const std::vector<std::string>& input_names) {
+                                        const std::vector<std::string>& input_names,
+                                        const std::vector<uint64_t>& kept_static) {
   std::vector<std::string> out;
   size_t n = std::min(entry.inputs.size(), now.inputs.size());
   std::vector<SymbolBinding> bound;
   for (size_t i = 0; i < n; ++i) {
     tensor_failures("input " + input_names[i], entry.inputs[i], now.inputs[i], &input_names[i],
-                    dynamic, bound, out);
+                    dynamic, i < kept_static.size() ? kept_static[i] : 0, bound, out);
+  }
+  for (const ir::SizeBound& b : entry.size_bounds) {
+    const SymbolBinding* first = nullptr;
+    std::optional<int64_t> v = bound_value(b, [&](int64_t symbol) -> std::optional<int64_t> {
+      for (const SymbolBinding& s : bound) {
+        if (s.symbol != symbol) continue;
+        if (!first) first = &s;
+        return s.size;
+      }
+      return std::nullopt;
+    });
+    if (!v || *v <= b.max) continue;
+    out.push_back(str_cat(first ? first->where : std::string("a dynamic dim"), " (",
+                          ir::format_size(b.size), "): ", *v, " > ", b.max, " (the graph's ",
+                          b.where(), " slices a dim of ", b.max,
+                          " by this size; a larger one gets a graph of its own)"));
   }
   if (entry.inputs.size() != now.inputs.size())
     out.push_back(
@@ -269,6 +318,8 @@ std::vector<std::string> describe_guards(const GuardSet& g,
                           g.symbolic ? " (symbolic dims: any size >= 2)" : "",
                           g.inputs[i].requires_grad ? " requires_grad" : ""));
   }
+  for (const ir::SizeBound& b : g.size_bounds)
+    out.push_back(str_cat(ir::format_size(b.size), " <= ", b.max, " (", b.where(), ")"));
   for (size_t i = 0; i < g.static_args.size(); ++i)
     out.push_back(str_cat("argument ", g.static_args[i].position, " == ", g.static_args[i].value));
   out.push_back(str_cat("grad mode == ", yes_no(g.grad_mode)));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/compile.h"
+#include "kiln/ir/graph.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::detail {
@@ -46,6 +47,8 @@ struct GuardSet {
   // must see equal sizes.
   std::vector<TensorGuard> inputs;
   bool symbolic = false;
+  // The graph's bounds on its symbols (a slice of a static dim by a symbolic size).
+  std::vector<ir::SizeBound> size_bounds;
   std::vector<StaticArg> static_args;  // non-tensor arguments
   bool grad_mode = true;
   // Shared: calls between two state changes hold the same object, so comparing an entry's
@@ -60,10 +63,12 @@ bool same_module_state(const GuardSet& entry, const GuardSet& now);
 bool call_guards_hold(const GuardSet& entry, const GuardSet& now);
 // Every failing guard, one phrase each: "input x dim 0: 2 -> 4 (...)",
 // "blocks.1 training: true -> false". `dynamic` is CompileOptions::dynamic (the fix for a
-// changed size depends on it).
+// changed size depends on it); `kept_static` has, by input, the dims a symbolic trace could
+// not keep (no promise to make them dynamic).
 std::vector<std::string> guard_failures(const GuardSet& entry, const GuardSet& now,
                                         CompileOptions::Dynamic dynamic,
-                                        const std::vector<std::string>& input_names);
+                                        const std::vector<std::string>& input_names,
+                                        const std::vector<uint64_t>& kept_static = {});
 // The guards as lines, for explain and KILN_LOG=guards.
 std::vector<std::string> describe_guards(const GuardSet& guards,
                                          const std::vector<std::string>& input_names);

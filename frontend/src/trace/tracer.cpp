@@ -173,6 +173,14 @@ ir::Value* Tracer::value_of(const Tensor& t, const OpDef& op) {
   return capture(t, op);
 }
 
+void Tracer::bound_size(const Tensor& result, int64_t size, int64_t max) {
+  const TracedValue* info = traced_info(result);
+  KILN_CHECK(info && info->belongs_to(state_.get()) && info->value()->producer,
+             "[trace] a size bound needs a tensor this trace recorded.");
+  const ir::Node& node = *info->value()->producer;
+  graph_->add_size_bound({size, max, node.op->name, node.module_path, node.loc});
+}
+
 ir::Node* Tracer::record(const OpDef& op, const Attrs& attrs, TensorSpan inputs,
                          const std::vector<ir::Type>& types) {
   KILN_CHECK(typeid(attrs) == typeid(*op.attrs_prototype), "[trace] ", op.name,

@@ -109,6 +109,10 @@ class Tracer final : public DispatchInterceptor {
   Tensors record_control_flow(const OpDef& op, const Attrs& attrs,
                               const std::vector<Tensor>& operands, std::vector<Region> regions,
                               const std::vector<ir::Type>& output_types);
+  // `result` came from slicing a static dim of `max` by the symbolic end `size`
+  // (`pos[:, :x.size(1)]`): the graph holds while size <= max (ir::SizeBound, which names
+  // the op that made `result`).
+  void bound_size(const Tensor& result, int64_t size, int64_t max);
   // The type a traced or concrete tensor has in the graph being recorded.
   static ir::Type type_of(const Tensor& t);
 

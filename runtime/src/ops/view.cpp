@@ -3,6 +3,7 @@
 #include "kiln/ops/view.h"
 
 #include "kiln/ops/infer_util.h"
+#include "kiln/symbolic_size.h"
 
 namespace kiln::ops {
 
@@ -109,8 +110,12 @@ void infer_slice(InferCall& c) {
   KILN_CHECK(x.dim() > 0, "[slice] cannot slice a 0-d tensor.");
   int64_t d = wrap_dim(a.dim, x.dim(), "slice");
   KILN_CHECK(a.step > 0, "[slice] step must be positive, got ", a.step, ".");
-  KILN_CHECK(0 <= a.start && a.start <= a.end && a.end <= x.sizes()[d], "[slice] range [", a.start, ", ",
-             a.end, ") is outside dim ", a.dim, " of size ", x.sizes()[d], ".");
+  const int64_t n = x.sizes()[d];
+  // A symbolic end past a static dim is a traced `pos[:, :x.size(1)]`: exact while the
+  // symbol stays within the dim, which the graph's SizeBound guarantees.
+  const bool bounded_symbol = a.end > n && holds_symbolic_size(a.end) && !holds_symbolic_size(n);
+  KILN_CHECK(0 <= a.start && a.start <= a.end && (a.end <= n || bounded_symbol), "[slice] range [", a.start,
+             ", ", a.end, ") is outside dim ", a.dim, " of size ", n, ".");
   Shape out(x.sizes());
   out[d] = (a.end - a.start + a.step - 1) / a.step;
   push(c, out);
@@ -120,6 +125,8 @@ void slice_kernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   const auto& a = static_cast<const SliceAttrs&>(c.attrs);
   int64_t d = wrap_dim(a.dim, x.dim(), "slice");
+  // The tracer runs view kernels on storage-less tensors for their strides alone.
+  if (x.impl()->storage) check_slice_fits(a, x.sizes()[d], "slice");
   Shape strides(x.strides());
   strides[d] *= a.step;
   c.outputs[0] = x.alias(c.output_types[0].shape, strides, x.storage_offset() + a.start * x.strides()[d]);
@@ -253,6 +260,13 @@ OpTraits a_view(KernelFn kernel) {
 }
 
 }  // namespace
+
+void check_slice_fits(const SliceAttrs& a, int64_t size, const char* op) {
+  KILN_CHECK(0 <= a.start && a.start <= a.end && a.end <= size, "[", op, "] range [", a.start, ", ", a.end,
+             ") is outside dim ", a.dim, " of size ", size,
+             ". Fix: a compiled graph's slice end beyond its dim means a size bound went unchecked; "
+             "run it through kiln::compile or a loaded artifact, which check the bounds.");
+}
 
 // Algorithm: walk the input dims from the innermost, cutting them into chunks that are
 // contiguous with each other; each chunk must be exactly covered by consecutive dims of

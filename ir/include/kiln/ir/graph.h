@@ -65,6 +65,21 @@ struct GraphOutput {
   std::string name;  // "" for a plain result; buffers written back use "buffer:<path>"
 };
 
+// A symbolic size the graph is exact for only up to a bound. Slicing a static dim by a
+// symbolic end (`pos[:, :x.size(1)]` with 512 positions) gives a dim of s0 while s0 <= 512;
+// beyond that eager clamps and the graph would read past the dim. Executors refuse calls
+// that break a bound (check_input_types); kiln::compile retraces for them.
+struct SizeBound {
+  int64_t size = 0;  // symbolic (s0, s0*2)
+  int64_t max = 0;   // the largest value the size may take
+  // The op that set it, where: like a node's (the location resolves only when read).
+  std::string op;
+  std::string module_path;
+  Location loc;
+  // "slice at model.cpp:12 (Net::forward) in module 'embed'"
+  std::string where() const;
+};
+
 struct Node {
   const OpDef* op = nullptr;
   std::unique_ptr<Attrs> attrs;
@@ -94,6 +109,9 @@ class Graph {
   void add_output(Value* value, std::string name = "");
   // A region owned by `node`; its values are numbered from this graph's counter.
   Graph* add_region(Node* node);
+  // Records that `bound.size` must stay <= bound.max (the tightest bound per size is kept).
+  // Bounds belong to the top-level graph, whose inputs bind the symbols.
+  void add_size_bound(SizeBound bound);
 
   // ---- rewriting (passes) ----
   // A node with fresh output values that is not yet in the graph: insert it into
@@ -111,6 +129,8 @@ class Graph {
   const std::vector<GraphInput>& inputs() const { return inputs_; }
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   const std::vector<GraphOutput>& outputs() const { return outputs_; }
+  const std::vector<SizeBound>& size_bounds() const { return size_bounds_; }
+  std::vector<SizeBound>& mutable_size_bounds() { return size_bounds_; }
   std::vector<GraphInput>& mutable_inputs() { return inputs_; }
   std::vector<GraphOutput>& mutable_outputs() { return outputs_; }
   Graph* parent() const { return parent_; }  // null for a top-level graph
@@ -131,6 +151,7 @@ class Graph {
   std::vector<GraphInput> inputs_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<GraphOutput> outputs_;
+  std::vector<SizeBound> size_bounds_;
 };
 
 // ---- text form (print.cpp / parse.cpp) ----

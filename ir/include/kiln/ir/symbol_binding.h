@@ -32,7 +32,8 @@ SymbolValues bind_symbols(std::span<const SymbolSource> sources, std::span<const
 // `inputs` has its graph input's type: the dtype, the rank, every static dim, and every
 // symbolic dim equal to its value under `values`. Executors check before they run, so an
 // input of another shape never reaches kernels compiled for the graph's, whatever guard
-// or artifact manifest let it through.
+// or artifact manifest let it through. Also throws when the call breaks one of the graph's
+// size bounds (SizeBound).
 void check_input_types(const Graph& g, std::span<const Tensor> inputs, const SymbolValues& values,
                        const char* who);
 

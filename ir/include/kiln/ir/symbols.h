@@ -14,9 +14,11 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/symbolic_size.h"
+
 namespace kiln::ir {
 
-inline constexpr int kMaxSymbols = 12;
+inline constexpr int kMaxSymbols = kMaxSymbolicSizes;
 
 // The sentinel standing for symbol k (0 <= k < kMaxSymbols).
 int64_t symbol_value(int k);

@@ -27,10 +27,16 @@ struct PermuteAttrs : AttrsOf<PermuteAttrs> {
 extern OpDef permute;
 
 struct SliceAttrs : AttrsOf<SliceAttrs> {
-  int64_t dim = 0, start = 0, end = 0, step = 1;  // start/end already clamped by the frontend
+  // start/end already clamped by the frontend. In a traced graph, end may be a symbolic size
+  // beyond a static dim (`pos[:, :x.size(1)]`): the graph bounds the symbol by the dim
+  // (ir::SizeBound), and kernels check the substituted end (check_slice_fits).
+  int64_t dim = 0, start = 0, end = 0, step = 1;
   template <class V> void fields(V& v) { v("dim", dim), v("start", start), v("end", end), v("step", step); }
 };
 extern OpDef slice;
+// Throws kiln::Error unless [start, end) lies within a dim of `size` (a slice or
+// slice_scatter kernel's check that a substituted symbolic end fits).
+void check_slice_fits(const SliceAttrs& a, int64_t size, const char* op);
 
 struct SelectAttrs : AttrsOf<SelectAttrs> {
   int64_t dim = 0, index = 0;
