@@ -944,7 +944,8 @@ struct Lookups : nn::Module {
         cat({e.flatten(), hot.flatten(), norm.flatten(), x.as_strided({2, 2}, {1, 2}).flatten(),
              F::pad(x, {1, 2}, "replicate").flatten(), F::pad(x, {1, 1}, "circular").flatten(),
              sort(x, 0).values.flatten(), topk(x, 2, -1, false).values.flatten(), cumsum(x, 1).flatten(),
-             cumprod(x, 0).flatten(), masked_select(x, x > 0, 3), cast(nonzero(x > 0, 2), x.dtype()).flatten()});
+             cumprod(x, 0).flatten(), masked_select(x, x > 0, 3), cast(nonzero(x > 0, 2), x.dtype()).flatten(),
+             cast(bucketize(x, sort(table.select(1, 0)).values), x.dtype()).flatten()});
     return debug_print(all, "lookups");  // printed through a quiet sink (see the test)
   }
   // Keeps debug_print's lines out of the test log.

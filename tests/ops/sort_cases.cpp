@@ -1,5 +1,5 @@
-// OpCases for sort, topk, cumsum and cumprod (and the functions built on them: argsort, msort,
-// kthvalue), and the behaviours the harness does not reach: NaN's place, stability, the
+// OpCases for sort, topk, cumsum, cumprod and searchsorted (and the functions built on them:
+// argsort, msort, kthvalue, bucketize), and the behaviours the harness does not reach: NaN's place, stability, the
 // dtypes of running sums, and cumprod's gradient where the input holds zeros.
 #include <gtest/gtest.h>
 
@@ -154,7 +154,101 @@ Register cumulative_cases({
          [](const std::vector<Ref>& r) { return ref_lines(r[0], 1, running(true)); }),
 });
 
+// searchsorted's answer for each value of `values` in its line of `sequence` ([..., M] with
+// values [..., N], or a 1-D sequence for values of any shape): the count of the line's
+// elements below the value (left) or not above it (right). Counting needs no sorted line.
+Ref count_below(const Ref& sequence, const Ref& values, bool right) {
+  const size_t m = sequence.shape.empty() ? 1 : static_cast<size_t>(sequence.shape.back());
+  const bool shared = sequence.shape.size() == 1;
+  const size_t n = values.shape.empty() ? 1 : static_cast<size_t>(values.shape.back());
+  Ref out{values.shape, {}};
+  for (size_t e = 0; e < values.v.size(); ++e) {
+    const size_t line = shared ? 0 : e / n;
+    double count = 0;
+    for (size_t i = 0; i < m; ++i) {
+      const double s = sequence.v[line * m + i];
+      count += right ? s <= values.v[e] : s < values.v[e];
+    }
+    out.v.push_back(count);
+  }
+  return out;
+}
+
+// The harness's inputs are random: the sequence is sorted first (sort is covered above).
+Fn search(bool right) {
+  return [=](const std::vector<Tensor>& in) { return searchsorted(sort(in[0]).values, in[1], false, right); };
+}
+
+Register searchsorted_cases({
+    positions(make("searchsorted", "left_1d",
+                   {{{{7}, Gen::Int}, {{3, 4}, Gen::Int}}, {{{1}, Gen::Int}, {{5}, Gen::Int}}, {{{20}}, {{2, 3, 2}}},
+                    {{{6}}, {{}}}},
+                   search(false), [](const std::vector<Ref>& r) { return count_below(r[0], r[1], false); })),
+    positions(make("searchsorted", "right_1d", {{{{7}, Gen::Int}, {{3, 4}, Gen::Int}}, {{{9}}, {{4, 5}}}},
+                   search(true), [](const std::vector<Ref>& r) { return count_below(r[0], r[1], true); })),
+    positions(make("searchsorted", "rows", {{{{3, 6}, Gen::Int}, {{3, 4}, Gen::Int}}, {{{2, 2, 5}}, {{2, 2, 3}}}},
+                   search(false), [](const std::vector<Ref>& r) { return count_below(r[0], r[1], false); })),
+    positions(make("searchsorted", "rows_right", {{{{3, 6}, Gen::Int}, {{3, 4}, Gen::Int}}},
+                   search(true), [](const std::vector<Ref>& r) { return count_below(r[0], r[1], true); })),
+    positions(make("searchsorted", "bucketize_right", {{{{8}, Gen::Int}, {{4, 6}, Gen::Int}}, {{{5}}, {{3, 3}}}},
+                   [](const std::vector<Tensor>& in) { return bucketize(in[1], sort(in[0]).values, false, true); },
+                   [](const std::vector<Ref>& r) { return count_below(r[0], r[1], true); })),
+});
+
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+TEST(SearchSorted, FollowsPyTorch) {
+  const Tensor boundaries = Tensor::from_vector<float>({1, 3, 5, 7, 9}, {5});
+  const Tensor v = Tensor::from_vector<float>({3, 6, 9, 0, 10}, {5});
+  // torch.searchsorted and torch.bucketize on the same numbers.
+  EXPECT_EQ(searchsorted(boundaries, v).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 4, 0, 5}));
+  EXPECT_EQ(searchsorted(boundaries, v, false, true).to_vector<int64_t>(), (std::vector<int64_t>{2, 3, 5, 0, 5}));
+  EXPECT_EQ(searchsorted(boundaries, v, false, false, "right").to_vector<int64_t>(),
+            (std::vector<int64_t>{2, 3, 5, 0, 5}));
+  EXPECT_EQ(bucketize(v, boundaries).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 4, 0, 5}));
+  const Tensor as_int32 = bucketize(v, boundaries, /*out_int32=*/true, /*right=*/true);
+  EXPECT_EQ(as_int32.dtype(), kInt32);
+  EXPECT_EQ(as_int32.to_vector<int32_t>(), (std::vector<int32_t>{2, 3, 5, 0, 5}));
+  // A scalar value, integer values against float boundaries (promoted), and a sorter.
+  EXPECT_EQ(searchsorted(boundaries, Scalar(4)).item<int64_t>(), 2);
+  EXPECT_EQ(bucketize(Tensor::from_vector<int64_t>({2, 8}, {2}), boundaries).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 4}));
+  const Tensor shuffled = Tensor::from_vector<float>({7, 1, 9, 3, 5}, {5});
+  EXPECT_EQ(searchsorted(shuffled, v, false, false, "", argsort(shuffled)).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 3, 4, 0, 5}));
+  // NaN ranks above every number, as sort puts it last.
+  const Tensor with_nan = Tensor::from_vector<double>({1, 2, kNaN}, {3});
+  EXPECT_EQ(searchsorted(with_nan, Tensor::from_vector<double>({kNaN, 5}, {2})).to_vector<int64_t>(),
+            (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(searchsorted(with_nan, Tensor::from_vector<double>({kNaN}, {1}), false, true).to_vector<int64_t>(),
+            (std::vector<int64_t>{3}));
+  // Compiled == eager.
+  struct Buckets : nn::Module {
+    Tensor edges = register_buffer("edges", Tensor::from_vector<float>({-1, 0, 1}, {3}));
+    Tensor forward(const Tensor& x) override { return bucketize(x, edges); }
+  };
+  auto model = std::make_shared<Buckets>();
+  Tensor x = randn({4, 5});
+  EXPECT_EQ(compile(model)(x).to_vector<int64_t>(), (*model)(x).to_vector<int64_t>());
+}
+
+TEST(SearchSorted, BadArgumentsNameTheFix) {
+  const Tensor seq = zeros({2, 3});
+  expect_error([&] { searchsorted(seq, zeros({3, 4})); },
+               {"[searchsorted] a sorted sequence of shape [2, 3] searches values with the same leading dims",
+                "got values of shape [3, 4]"});
+  expect_error([&] { searchsorted(zeros({}), zeros({2})); },
+               {"[searchsorted] expected a sorted sequence with at least one dim"});
+  expect_error([&] { searchsorted(zeros({3}), zeros({2}), false, true, "left"); },
+               {"side = \"left\" contradicts right = true"});
+  expect_error([&] { searchsorted(zeros({3}), zeros({2}), false, false, "middle"); },
+               {"expected side \"left\" or \"right\", got \"middle\""});
+  expect_error([&] { searchsorted(zeros({3}), zeros({2}), false, false, "", zeros({3})); },
+               {"expected the sorter to be int64 and shaped like the sorted sequence"});
+  expect_error([&] { bucketize(zeros({2}), seq); }, {"[bucketize] expected 1-D boundaries, got float32[2, 3]"});
+  expect_error([&] { searchsorted(Tensor::from_vector<bool>({true}, {1}), Tensor::from_vector<bool>({true}, {1})); },
+               {"[searchsorted] expected the sorted sequence and the values to have one numeric dtype"});
+}
 
 TEST(Sort, NanRanksAboveEveryNumberAndTiesKeepTheirOrder) {
   const Tensor x = Tensor::from_vector<double>({3, kNaN, 1, kNaN, 1, -kNaN, 2}, {7});

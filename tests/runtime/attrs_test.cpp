@@ -473,6 +473,7 @@ void run_sample(Generator& gen) {
   backward_of(gather(x, 1, index2d) + scatter_add(x, 1, index2d, leaf({3, 2}, gen)).slice(1, 0, 2));
   backward_of(index_select(x, 0, index) + index_add(x, 0, index, leaf({3, 5}, gen)));
   backward_of(sort(x, 1, true).values + topk(x, 5, 1).values + cumsum(x, 0) + cumprod(x, 1));
+  (void)searchsorted(sort(x, 1).values, x, false, true);
   backward_of(masked_select(x, x > 0, 4));
   (void)nonzero(x, 3);
 

@@ -1,7 +1,8 @@
-// CPU kernels for sort and topk. Each line's positions are ordered by (value, position) under
+// CPU kernels for sort, topk and searchsorted. Each line's positions are ordered by (value, position) under
 // the total order of kiln/ops/sort.h: sort takes std::sort over the whole line, topk
 // std::partial_sort over its first k (O(n log k)). The position breaks ties, so both give
-// exactly what a stable sort gives, and what the GPU's bitonic sort gives.
+// exactly what a stable sort gives, and what the GPU's bitonic sort gives. searchsorted
+// binary-searches each value in its sorted line under the same order.
 #include "kiln/ops/sort.h"
 
 #include <algorithm>
@@ -83,12 +84,50 @@ void topk_kernel(KernelCall& c) {
   ordered_lines(c, a.dim, a.k, a.largest);
 }
 
+// Every value's place in its line of the sorted sequence, by binary search: the first
+// position whose element does not rank below the value (left), or ranks above it (right).
+void searchsorted_kernel(KernelCall& c) {
+  const Tensor &sorted = c.inputs[0], &values = c.inputs[1], &out = c.outputs[0];
+  if (out.numel() == 0) return;
+  const bool right = static_cast<const ops::SearchSortedAttrs&>(c.attrs).right;
+  const Lines seq_lines(sorted, sorted.dim() - 1), value_lines(values, values.dim() - 1);
+  const bool shared = sorted.dim() == 1;  // one line for every value
+  const int64_t n = value_lines.length, m = seq_lines.length;
+  int64_t* op = elements_of<int64_t>(out);  // contiguous, shaped like values
+  visit_compute_dtype(sorted.dtype(), "searchsorted", [&](auto tag) {
+    using T = decltype(tag);
+    const T* sp = elements_of<const T>(sorted);
+    const T* vp = elements_of<const T>(values);
+    parallel_for(0, value_lines.count, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, n)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t line = b; line < e; ++line) {
+                     const T* seq = sp + seq_lines.start(shared ? 0 : line);
+                     const T* in = vp + value_lines.start(line);
+                     for (int64_t i = 0; i < n; ++i) {
+                       const T v = in[i * value_lines.step];
+                       int64_t lo = 0, hi = m;
+                       while (lo < hi) {
+                         const int64_t mid = lo + (hi - lo) / 2;
+                         const T s = seq[mid * seq_lines.step];
+                         if (right ? !ranks_below(v, s) : ranks_below(s, v))
+                           lo = mid + 1;
+                         else
+                           hi = mid;
+                       }
+                       op[line * n + i] = lo;
+                     }
+                   }
+                 });
+  });
+}
+
 }  // namespace
 
 void register_sort_kernels() {
   constexpr size_t kCPU = static_cast<size_t>(DeviceType::CPU);
   ops::sort.kernels[kCPU] = sort_kernel;
   ops::topk.kernels[kCPU] = topk_kernel;
+  ops::searchsorted.kernels[kCPU] = searchsorted_kernel;
 }
 
 }  // namespace kiln::cpu::kernels

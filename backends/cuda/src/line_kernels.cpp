@@ -1,4 +1,4 @@
-// sort, topk, cumsum and cumprod on CUDA tensors (kiln/cuda/line_kernels.h).
+// sort, topk, cumsum, cumprod and searchsorted on CUDA tensors (kiln/cuda/line_kernels.h).
 #include "kiln/cuda/line_kernels.h"
 
 #include <sstream>
@@ -35,6 +35,9 @@ std::string parameters(LineKernel kind, const std::string& t, const std::string&
     case LineKernel::Cumprod:
       return "const " + t + "* __restrict__ x, " + out_t + "* __restrict__ out, long long count, long long n, "
              "long long inner";
+    case LineKernel::SearchSorted:
+      return "const " + t + "* __restrict__ sorted, const " + t + "* __restrict__ values, "
+             "long long* __restrict__ out, long long count, long long m, long long n, long long shared, int right";
   }
   return "";
 }
@@ -87,6 +90,20 @@ std::string body(LineKernel kind, DType dtype) {
              "      acc = acc" + op + value + ";\n"
              "      out[at] = (" + (floating ? std::string(storage_type(dtype)) : "long long") + ")acc;\n"
              "    }\n";
+    }
+    case LineKernel::SearchSorted: {
+      // left: the first position whose element does not rank below the value; right: the
+      // first whose element ranks above it.
+      const std::string ct = CudaCBuilder::compute_type(dtype);
+      return "    const long long line = shared ? 0 : e / n;\n"
+             "    const " + ct + " v = " + load(dtype, "values[e]") + ";\n"
+             "    long long lo = 0, hi = m;\n"
+             "    while (lo < hi) {\n"
+             "      const long long mid = lo + (hi - lo) / 2;\n"
+             "      const " + ct + " s = " + load(dtype, "sorted[line * m + mid]") + ";\n"
+             "      if (right ? !kiln_line_below(v, s) : kiln_line_below(s, v)) lo = mid + 1; else hi = mid;\n"
+             "    }\n"
+             "    out[e] = lo;\n";
     }
   }
   return "";
@@ -187,6 +204,21 @@ void cumulative_kernel(KernelCall& c) {
   launch_over_elements(kernel_for(kKind, c.op.name.c_str(), x.dtype(), out.device().index), lines, params);
 }
 
+void searchsorted_kernel(KernelCall& c) {
+  const Tensor& out = c.outputs[0];
+  if (out.numel() == 0) return;
+  const Tensor sorted = dense(c.inputs[0]), values = dense(c.inputs[1]);
+  long long count = out.numel(), m = sorted.size(-1), n = values.dim() > 0 ? values.size(-1) : 1;
+  long long shared = sorted.dim() == 1 ? 1 : 0;
+  int right = static_cast<const ops::SearchSortedAttrs&>(c.attrs).right ? 1 : 0;
+  const void* sorted_pointer = sorted.raw_data();
+  const void* values_pointer = values.raw_data();
+  void* out_pointer = out.raw_data();
+  void* params[] = {&sorted_pointer, &values_pointer, &out_pointer, &count, &m, &n, &shared, &right};
+  launch_over_elements(kernel_for(LineKernel::SearchSorted, "searchsorted", sorted.dtype(), out.device().index),
+                       count, params);
+}
+
 }  // namespace
 
 std::string line_kernel_source(LineKernel kind, DType dtype, const std::string& name) {
@@ -196,7 +228,8 @@ std::string line_kernel_source(LineKernel kind, DType dtype, const std::string& 
   const std::string out_t = is_floating(dtype) ? t : "long long";
   std::ostringstream s;
   s << "// kiln eager kernel: " << name << "(" << dtype_name(dtype) << ")\n" << kKernelPrelude;
-  if (kind == LineKernel::SortExchange) s << after_function(CudaCBuilder::compute_type(dtype));
+  if (kind == LineKernel::SortExchange || kind == LineKernel::SearchSorted)
+    s << after_function(CudaCBuilder::compute_type(dtype));
   s << "KILN_KERNEL void " << name << "(" << parameters(kind, t, out_t) << ") {\n"
     << "  KILN_FOR_EACH_ELEMENT(e, count) {\n"
     << body(kind, dtype) << "  }\n}\n";
@@ -209,6 +242,7 @@ void register_line_kernels() {
   set(ops::topk, topk_kernel);
   set(ops::cumsum, cumulative_kernel<LineKernel::Cumsum>);
   set(ops::cumprod, cumulative_kernel<LineKernel::Cumprod>);
+  set(ops::searchsorted, searchsorted_kernel);
 }
 
 }  // namespace kiln::cuda

@@ -4,6 +4,7 @@
 #include "../call.h"
 #include "../vjp_registry.h"
 #include "kiln/ops/sort.h"
+#include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/factory.h"
 #include "kiln/tensor_ops/layout.h"
 #include "kiln/tensor_ops/view.h"
@@ -32,6 +33,42 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
 
 Tensor msort(const Tensor& x) {
   return sort(x, 0).values;
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32, bool right,
+                    std::string_view side, const Tensor& sorter) {
+  KILN_CHECK(sorted_sequence.defined() && values.defined(),
+             "[searchsorted] got an undefined ", sorted_sequence.defined() ? "values" : "sorted sequence",
+             " tensor.");
+  KILN_CHECK(side.empty() || side == "left" || side == "right", "[searchsorted] expected side \"left\" or "
+             "\"right\", got \"", side, "\".");
+  KILN_CHECK(!(side == "left" && right), "[searchsorted] side = \"left\" contradicts right = true. Fix: pass "
+             "one of them.");
+  Tensor sorted = sorted_sequence;
+  if (sorter.defined()) {
+    KILN_CHECK(sorter.dtype() == kInt64 && Shape(sorter.sizes()) == Shape(sorted.sizes()),
+               "[searchsorted] expected the sorter to be int64 and shaped like the sorted sequence ",
+               sorted.type_str(), ", got ", sorter.type_str(), ". Fix: pass argsort(sequence).");
+    sorted = gather(sorted, -1, sorter);
+  }
+  DType dtype = promote_types(sorted.dtype(), values.dtype());
+  ops::SearchSortedAttrs a;
+  a.right = right || side == "right";
+  Tensor out = detail::call1(ops::searchsorted, {cast(sorted, dtype), cast(values, dtype)}, a);
+  return out_int32 ? cast(out, kInt32) : out;
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, Scalar value, bool out_int32, bool right,
+                    std::string_view side, const Tensor& sorter) {
+  KILN_CHECK(sorted_sequence.defined(), "[searchsorted] got an undefined sorted sequence.");
+  return searchsorted(sorted_sequence, scalar_like(value, sorted_sequence), out_int32, right, side, sorter);
+}
+
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32, bool right) {
+  KILN_CHECK(boundaries.defined() && boundaries.dim() == 1, "[bucketize] expected 1-D boundaries, got ",
+             boundaries.defined() ? boundaries.type_str() : std::string("an undefined tensor"),
+             ". Fix: flatten them, or use searchsorted for one sorted line per row.");
+  return searchsorted(boundaries, x, out_int32, right);
 }
 
 ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted: always*/) {

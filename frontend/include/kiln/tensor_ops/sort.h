@@ -1,5 +1,5 @@
-// Ordering the elements of a tensor along a dim: sort, argsort, msort, topk and kthvalue,
-// with PyTorch's names and defaults.
+// Ordering the elements of a tensor along a dim: sort, argsort, msort, topk and kthvalue, and
+// searching sorted lines: searchsorted and bucketize, with PyTorch's names and defaults.
 //
 // kiln's order is total and the same on every device: NaN ranks above every number (last when
 // ascending, first when descending), and equal values keep their order along the dim. Every
@@ -7,6 +7,8 @@
 // and the CPU and GPU return the same indices. The values are differentiable: their gradient
 // flows back to the positions the indices name.
 #pragma once
+
+#include <string_view>
 
 #include "kiln/tensor.h"
 
@@ -29,5 +31,21 @@ Tensor msort(const Tensor& x);
 ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 // The k-th smallest (k counts from 1) of every line along dim; dim is dropped unless keepdim.
 ValuesAndIndices kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+
+// Where each value goes in a sorted sequence to keep it sorted (int64, or int32 with
+// out_int32): the count of the sequence's elements below the value (the first such place), or
+// with right = true (or side = "right") not above it (the last). A 1-D sequence serves values
+// of any shape; a sequence [..., M] searches values [..., N] line by line. `sorter` (int64,
+// shaped like the sequence) gives the order of an unsorted sequence, as argsort returns it.
+// The sequence is ranked as sort ranks it (NaN last) and is not checked to be sorted. Values
+// and sequence are promoted to one dtype. Not differentiable. One binary search per value.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false,
+                    bool right = false, std::string_view side = "", const Tensor& sorter = Tensor());
+Tensor searchsorted(const Tensor& sorted_sequence, Scalar value, bool out_int32 = false, bool right = false,
+                    std::string_view side = "", const Tensor& sorter = Tensor());
+// The bucket of each element of x among 1-D sorted boundaries: searchsorted(boundaries, x).
+// right = false: boundaries[i-1] < x <= boundaries[i]; right = true: boundaries[i-1] <= x <
+// boundaries[i].
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32 = false, bool right = false);
 
 }  // namespace kiln

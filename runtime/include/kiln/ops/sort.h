@@ -1,5 +1,5 @@
 // sort and topk: the values of each line along a dim in order, and the positions in the line
-// they came from (int64).
+// they came from (int64); searchsorted: where values go in sorted lines.
 //
 // The order is total and the same on every device: NaN ranks above every number (last in
 // ascending order, first in descending order, as in PyTorch), and equal values keep their
@@ -34,5 +34,20 @@ struct TopkAttrs : AttrsOf<TopkAttrs> {
 // topk(x) -> (values, indices): the k largest (or smallest) of every line along dim, in
 // order (largest first, or smallest first). 0 <= k <= the line's length.
 extern OpDef topk;
+
+struct SearchSortedAttrs : AttrsOf<SearchSortedAttrs> {
+  bool right = false;
+  template <class V>
+  void fields(V& v) {
+    v("right", right);
+  }
+};
+// searchsorted(sorted_sequence [..., M], values [..., N]) -> int64 [..., N]: for each value,
+// the position in its line of the sorted sequence where it would go to keep the line sorted:
+// the count of the line's elements below it (right = false: the first such place) or not
+// above it (right = true: the last). A 1-D sequence serves values of any shape; an N-D one
+// needs values with its leading dims. The sequence is ordered as sort orders it (NaN last);
+// it is not checked to be sorted. Not differentiable.
+extern OpDef searchsorted;
 
 }  // namespace kiln::ops

@@ -1,4 +1,5 @@
-// The ops that work line by line along a dim on CUDA tensors: sort and topk, cumsum and cumprod.
+// The ops that work line by line along a dim on CUDA tensors: sort and topk, cumsum and cumprod,
+// searchsorted.
 //
 // sort and topk: each line along the dim is copied into a row padded to a power of two P,
 // with its positions; a bitonic network (log2(P)·(log2(P)+1)/2 passes of one compare-exchange
@@ -10,6 +11,8 @@
 // double and integers in int64 like the CPU kernel, so both give the same sums. Lines run in
 // parallel; a single very long line runs on one thread (a block-parallel scan is the next step
 // where one line dominates).
+//
+// searchsorted: one thread per value binary-searches its line under sort's order.
 #pragma once
 
 #include <string>
@@ -28,12 +31,15 @@ enum class LineKernel {
                  //  m of each row
   Cumsum,        // (const T* x, O* out, long long lines, long long n, long long inner)
   Cumprod,       // likewise
+  SearchSorted,  // (const T* sorted, const T* values, long long* out, long long count, long long m,
+                 //  long long n, long long shared, int right): a binary search per value in its
+                 //  line of m sorted elements (line e / n, or line 0 when shared)
 };
 
 // The CUDA C of `kind`'s kernel for inputs of `dtype`, an entry named `name`.
 std::string line_kernel_source(LineKernel kind, DType dtype, const std::string& name);
 
-// Fills the CUDA kernel slots of sort, topk, cumsum and cumprod.
+// Fills the CUDA kernel slots of sort, topk, cumsum, cumprod and searchsorted.
 void register_line_kernels();
 
 }  // namespace kiln::cuda
