@@ -3,6 +3,9 @@
 // gradient, and the layout errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "test_util.h"
 
 #include "harness.h"
@@ -213,6 +216,143 @@ Register scatter_cases({
         {{{{}}, index({}, 1), {{}}}, {{{3, 2}}, index({0, 2}, 3), {{1, 2}}}},
         [](const std::vector<Tensor>& in) { return kiln::scatter_add(in[0], 0, in[1], in[2]); },
         [](const std::vector<Ref>& r) { return ref_scatter_add(r[0], r[1], r[2], 0); }),
+});
+
+// scatter_reduce, walking the index in row-major order: along dim, that is index order, so
+// "replace" keeps the last value and every position sees its values in order.
+Ref ref_scatter_reduce(const Ref& x, const Ref& idx, const Ref& src, int64_t dim, const std::string& reduce,
+                       bool include_self) {
+  Ref r = x;
+  std::vector<int64_t> count(static_cast<size_t>(x.numel()), 0);
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    Shape at = unravel(i, idx.shape);
+    const double s = src.v[ravel(at, src.shape)];
+    if (!at.empty()) at[dim] = static_cast<int64_t>(idx.v[i]);
+    const int64_t t = ravel(at, x.shape);
+    double& v = r.v[t];
+    if (reduce == "replace") {
+      v = s;
+      continue;
+    }
+    if (!include_self && count[t] == 0) {
+      v = s;
+    } else if (reduce == "sum" || reduce == "mean") {
+      v += s;
+    } else if (reduce == "prod") {
+      v *= s;
+    } else {
+      v = reduce == "amax" ? std::max(v, s) : std::min(v, s);
+    }
+    ++count[t];
+  }
+  if (reduce == "mean")
+    for (size_t t = 0; t < count.size(); ++t)
+      if (count[t] > 0) r.v[t] /= static_cast<double>(count[t] + (include_self ? 1 : 0));
+  return r;
+}
+
+std::vector<OpCase> scatter_reduce_cases() {
+  std::vector<OpCase> out;
+  for (const std::string reduce : {"sum", "prod", "mean", "amax", "amin"}) {
+    for (bool include_self : {true, false}) {
+      // Integers too where the reference is exact (mean floors them: tested on its own).
+      std::vector<DType> dtypes = {kFloat32, kFloat64};
+      if (reduce != "mean") dtypes.push_back(kInt64);
+      out.push_back(make(
+          "scatter_reduce", reduce + (include_self ? "_with_self" : "_without_self"),
+          {{{{4, 5}}, index({6, 5}, 4), {{6, 5}}},
+           {{{3, 5}}, index({2, 3}, 3), {{3, 4}}},
+           {{{200, 30}}, index({500, 30}, 200), {{500, 30}}}},
+          [=](const std::vector<Tensor>& in) { return kiln::scatter_reduce(in[0], 0, in[1], in[2], reduce, include_self); },
+          [=](const std::vector<Ref>& r) { return ref_scatter_reduce(r[0], r[1], r[2], 0, reduce, include_self); },
+          dtypes));
+      if (reduce == "prod") out.back().f32_tol = 1e-4;
+    }
+  }
+  out.push_back(make(
+      "scatter_reduce", "replace_dim1",
+      {{{{3, 5}}, index({3, 7}, 5), {{3, 7}}}, {{{4, 6}}, index({2, 3}, 6), {{3, 4}}},
+       {{{30, 200}}, index({30, 500}, 200), {{30, 500}}}},
+      [](const std::vector<Tensor>& in) { return kiln::scatter(in[0], 1, in[1], in[2]); },
+      [](const std::vector<Ref>& r) { return ref_scatter_reduce(r[0], r[1], r[2], 1, "replace", true); },
+      {kFloat32, kFloat64, kInt64}));
+  out.push_back(make(
+      "scatter_reduce", "replace_scalar_value", {{{{4, 5}}, index({6, 5}, 4)}},
+      [](const std::vector<Tensor>& in) { return kiln::scatter(in[0], 0, in[1], Scalar(1.5)); },
+      [](const std::vector<Ref>& r) {
+        Ref src{r[1].shape, std::vector<double>(static_cast<size_t>(r[1].numel()), 1.5)};
+        return ref_scatter_reduce(r[0], r[1], src, 0, "replace", true);
+      },
+      {kFloat32, kFloat64}));
+  return out;
+}
+
+Register scatter_reduce_registered(scatter_reduce_cases());
+
+// Advanced indexing of x [4, 5, 3] by the index tensors of `at` (same shape B), each reading
+// one x coordinate; `map(b, other)` gives x's coordinates for B position b and the result's
+// remaining coordinates. `shape` is the result's.
+Ref ref_index(const Ref& x, Shape shape, const std::function<Shape(const Shape&)>& source) {
+  Ref out{shape, std::vector<double>(static_cast<size_t>(numel(shape)))};
+  for (int64_t i = 0; i < out.numel(); ++i) out.v[static_cast<size_t>(i)] = x.v[ravel(source(unravel(i, shape)), x.shape)];
+  return out;
+}
+
+Shape cat_shape(const Shape& a, const Shape& b) {
+  Shape out = a;
+  for (int64_t s : b) out.push_back(s);
+  return out;
+}
+
+Register indexing_cases({
+    // x[i0, i1]: adjacent from dim 0, B replaces them.
+    make(
+        "index_select", "advanced_adjacent", {{{{4, 5, 3}}, index({2, 3}, 4), index({2, 3}, 5)}},
+        [](const std::vector<Tensor>& in) { return kiln::index(in[0], {in[1], in[2]}); },
+        [](const std::vector<Ref>& r) {
+          return ref_index(r[0], cat_shape(r[1].shape, {3}), [&](const Shape& o) {
+            const int64_t b = o[0] * 3 + o[1];
+            return Shape{static_cast<int64_t>(r[1].v[b]), static_cast<int64_t>(r[2].v[b]), o[2]};
+          });
+        }),
+    // x[:, i1]: B stays in place of dim 1.
+    make(
+        "index_select", "advanced_after_a_slice", {{{{4, 5, 3}}, index({2, 2}, 5)}},
+        [](const std::vector<Tensor>& in) { return kiln::index(in[0], {Tensor(), in[1]}); },
+        [](const std::vector<Ref>& r) {
+          return ref_index(r[0], {4, 2, 2, 3}, [&](const Shape& o) {
+            return Shape{o[0], static_cast<int64_t>(r[1].v[o[1] * 2 + o[2]]), o[3]};
+          });
+        }),
+    // x[i0, :, i2]: indexed dims apart, so B goes first.
+    make(
+        "index_select", "advanced_apart", {{{{4, 5, 3}}, index({6}, 4), index({6}, 3)}},
+        [](const std::vector<Tensor>& in) { return kiln::index(in[0], {in[1], Tensor(), in[2]}); },
+        [](const std::vector<Ref>& r) {
+          return ref_index(r[0], {6, 5}, [&](const Shape& o) {
+            return Shape{static_cast<int64_t>(r[1].v[o[0]]), o[1], static_cast<int64_t>(r[2].v[o[0]])};
+          });
+        }),
+    // x[i0] += v with duplicate rows: index_put(accumulate).
+    make(
+        "index_add", "index_put_accumulate", {{{{4, 5}}, index({6}, 4), {{6, 5}}}},
+        [](const std::vector<Tensor>& in) { return kiln::index_put(in[0], {in[1]}, in[2], true); },
+        [](const std::vector<Ref>& r) {
+          Ref out = r[0];
+          for (int64_t k = 0; k < 6; ++k)
+            for (int64_t j = 0; j < 5; ++j) out.v[static_cast<size_t>(r[1].v[k] * 5 + j)] += r[2].v[static_cast<size_t>(k * 5 + j)];
+          return out;
+        }),
+    // x[:, i1] = v: the last duplicate wins.
+    make(
+        "scatter_reduce", "index_put_replace", {{{{3, 5}}, index({4}, 5), {{3, 4}}}},
+        [](const std::vector<Tensor>& in) { return kiln::index_put(in[0], {Tensor(), in[1]}, in[2]); },
+        [](const std::vector<Ref>& r) {
+          Ref out = r[0];
+          for (int64_t a = 0; a < 3; ++a)
+            for (int64_t k = 0; k < 4; ++k) out.v[static_cast<size_t>(a * 5 + r[1].v[k])] = r[2].v[static_cast<size_t>(a * 4 + k)];
+          return out;
+        }),
 });
 
 Ref ref_index_select(const Ref& x, const Ref& idx, int64_t dim) {
@@ -529,6 +669,134 @@ TEST(LayoutErrors, OpLevelChecks) {
                {"[index_select]", "int64", "int32"});
   EXPECT_EQ(kiln::index_select(kiln::arange(3), 0, kiln::tensor({2}).to(kInt32)).item<int64_t>(),
             2);
+}
+
+TEST(ScatterReduce, FollowsPyTorch) {
+  // The examples of torch.Tensor.scatter_reduce_'s documentation.
+  const Tensor src = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {6});
+  const Tensor index = Tensor::from_vector<int64_t>({0, 1, 0, 1, 2, 1}, {6});
+  const Tensor x = Tensor::from_vector<float>({1, 2, 3, 4}, {4});
+  EXPECT_EQ(scatter_reduce(x, 0, index, src, "sum").to_vector<float>(), (std::vector<float>{5, 14, 8, 4}));
+  EXPECT_EQ(scatter_reduce(x, 0, index, src, "sum", false).to_vector<float>(), (std::vector<float>{4, 12, 5, 4}));
+  const Tensor y = Tensor::from_vector<float>({5, 4, 3, 2}, {4});
+  EXPECT_EQ(scatter_reduce(y, 0, index, src, "amax").to_vector<float>(), (std::vector<float>{5, 6, 5, 2}));
+  EXPECT_EQ(scatter_reduce(y, 0, index, src, "amax", false).to_vector<float>(), (std::vector<float>{3, 6, 5, 2}));
+  EXPECT_EQ(scatter_reduce(x, 0, index, src, "mean").to_vector<float>(), (std::vector<float>{5.f / 3, 3.5f, 4, 4}));
+  // Integer means floor; NaN wins amax.
+  const Tensor ints = Tensor::from_vector<int64_t>({0, 0}, {2});
+  const Tensor to = Tensor::from_vector<int64_t>({0, 0, 1}, {3});
+  const Tensor values = Tensor::from_vector<int64_t>({-3, 0, 5}, {3});
+  EXPECT_EQ(scatter_reduce(ints, 0, to, values, "mean", false).to_vector<int64_t>(), (std::vector<int64_t>{-2, 5}));
+  EXPECT_EQ(scatter_reduce(ints, 0, to, values, "mean").to_vector<int64_t>(), (std::vector<int64_t>{-1, 2}));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor with_nan = scatter_reduce(Tensor::from_vector<double>({0, 0}, {2}), 0, to,
+                                         Tensor::from_vector<double>({1, nan, 2}, {3}), "amax");
+  EXPECT_TRUE(std::isnan(with_nan.to_vector<double>()[0]));
+  // scatter: the last value in index order wins; bools and a scalar value work too.
+  EXPECT_EQ(scatter(x, 0, Tensor::from_vector<int64_t>({0, 0, 3}, {3}), Tensor::from_vector<float>({7, 8, 9}, {3}))
+                .to_vector<float>(),
+            (std::vector<float>{8, 2, 3, 9}));
+  EXPECT_EQ(scatter(zeros({3}, TensorOptions(kBool)), 0, Tensor::from_vector<int64_t>({0, 0, 2}, {3}),
+                    Tensor::from_vector<bool>({true, false, true}, {3}))
+                .to_vector<bool>(),
+            (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(scatter(x, 0, Tensor::from_vector<int64_t>({1}, {1}), Scalar(-1)).to_vector<float>(),
+            (std::vector<float>{1, -1, 3, 4}));
+  // Compiled == eager.
+  struct Pooled : nn::Module {
+    Tensor segments = register_buffer("segments", Tensor::from_vector<int64_t>({0, 2, 2, 1, 0, 2}, {6, 1}));
+    Tensor forward(const Tensor& v) override {
+      Tensor at = segments.expand({6, v.size(1)});
+      return scatter_reduce(zeros({3, v.size(1)}), 0, at, v, "amax", false) + scatter(zeros({3, v.size(1)}), 0, at, v);
+    }
+  };
+  auto model = std::make_shared<Pooled>();
+  const Tensor v = randn({6, 4});
+  EXPECT_EQ(compile(model)(v).to_vector<float>(), (*model)(v).to_vector<float>());
+}
+
+TEST(ScatterReduce, ProdGradientIsExactAroundZerosAndTiesShareAmaxGradient) {
+  const Tensor to = Tensor::from_vector<int64_t>({0, 0, 1}, {3});
+  for (bool two_zeros : {false, true}) {
+    const Tensor x = Tensor::from_vector<double>({2, 3}, {2}).requires_grad_(true);
+    const Tensor src = Tensor::from_vector<double>({0, two_zeros ? 0.0 : 5.0, 4}, {3}).requires_grad_(true);
+    scatter_reduce(x, 0, to, src, "prod").sum().backward();
+    // Position 0 is 2 * 0 * 5: only the zero sees a nonzero gradient (2 * 5), unless there
+    // are two zeros; position 1 is 3 * 4.
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 4}));
+    EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{two_zeros ? 0.0 : 10.0, 0, 3}));
+  }
+  const Tensor x = Tensor::from_vector<double>({1, 0}, {2}).requires_grad_(true);
+  const Tensor src = Tensor::from_vector<double>({1, 1, -1}, {3}).requires_grad_(true);
+  scatter_reduce(x, 0, to, src, "amax").sum().backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1.0 / 3, 1}));
+  EXPECT_EQ(src.grad().to_vector<double>(), (std::vector<double>{1.0 / 3, 1.0 / 3, 0}));
+}
+
+TEST(ScatterReduce, BadArgumentsNameTheFix) {
+  const Tensor x = zeros({3}), idx = Tensor::from_vector<int64_t>({0, 5}, {2}), src = ones({2});
+  expect_error([&] { scatter_reduce(x, 0, idx, src, "max"); },
+               {"[scatter_reduce] expected reduce \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\", got \"max\""});
+  expect_error([&] { scatter_reduce(x, 0, idx, src, "sum"); }, {"[scatter_reduce] index 5 is out of range for dim 0 of size 3"});
+  expect_error([&] { scatter(x, 0, idx, src); }, {"index 5 is out of range for dim 0 of size 3"});
+  expect_error([&] { scatter_reduce(zeros({3}, TensorOptions(kBool)), 0, idx, ones({2}, TensorOptions(kBool)), "sum"); },
+               {"[scatter_reduce] reduce \"sum\" takes numbers, got a bool tensor"});
+  expect_error([&] { scatter(zeros({2, 2}), 0, Tensor::from_vector<int64_t>({0}, {1}), ones({1})); },
+               {"[scatter_reduce] expected input, index and src of one rank"});
+}
+
+TEST(Indexing, MasksNegativeIndicesAndWrites) {
+  const Tensor x = arange(0, 12, 1, TensorOptions(kFloat32)).reshape({3, 4});
+  // x[x > 5] and x[mask_over_rows]
+  EXPECT_EQ(index(x, {x > 5}).to_vector<float>(), (std::vector<float>{6, 7, 8, 9, 10, 11}));
+  const Tensor rows = Tensor::from_vector<bool>({true, false, true}, {3});
+  EXPECT_EQ(index(x, {rows}).to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 8, 9, 10, 11}));
+  EXPECT_EQ(Shape(index(x, {rows}).sizes()), Shape({2, 4}));
+  // Negative positions count from the end; int32 indices work.
+  EXPECT_EQ(index(x, {Tensor::from_vector<int64_t>({-1, 0}, {2}), Tensor::from_vector<int32_t>({-4, 3}, {2})})
+                .to_vector<float>(),
+            (std::vector<float>{8, 3}));
+  // x[mask] = v, x[mask] += v, x[idx] = rows of v, in place.
+  EXPECT_EQ(index_put(x, {x > 8}, Tensor::scalar(-1.0)).to_vector<float>(),
+            (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1, -1}));
+  EXPECT_EQ(index_put(x, {x < 2}, Tensor::scalar(10.0), true).to_vector<float>(),
+            (std::vector<float>{10, 11, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  Tensor y = x.clone();
+  index_put_(y, {Tensor::from_vector<int64_t>({2, 0}, {2})}, Tensor::from_vector<float>({1, 2, 3, 4}, {4}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 4, 5, 6, 7, 1, 2, 3, 4}));
+  // A masked value write is a where: it compiles into one graph with no break.
+  struct Clip : nn::Module {
+    Tensor forward(const Tensor& v) override { return index_put(v, {v > 1}, Tensor::scalar(1.0)); }
+  };
+  auto clip = std::make_shared<Clip>();
+  const Tensor v = randn({5, 3}) * 2;
+  EXPECT_EQ(compile(clip, {.fullgraph = true})(v).to_vector<float>(), (*clip)(v).to_vector<float>());
+  // Reading through a mask depends on the data: under fullgraph, a graph break naming the line.
+  struct Select : nn::Module {
+    Tensor forward(const Tensor& v) override { return index(v, {v > 0}); }
+  };
+  expect_error([&] { compile(std::make_shared<Select>(), {.fullgraph = true})(v); }, {"nonzero", "layout_cases.cpp"});
+  // Gradients reach the picked elements, duplicates adding up.
+  const Tensor w = randn({4, 2}).requires_grad_(true);
+  index(w, {Tensor::from_vector<int64_t>({1, 1, 3}, {3})}).sum().backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{0, 0, 2, 2, 0, 0, 1, 1}));
+}
+
+TEST(Indexing, BadIndicesNameTheFix) {
+  const Tensor x = zeros({3, 4});
+  expect_error([&] { index(x, {Tensor::from_vector<int64_t>({0}, {1}), Tensor::from_vector<int64_t>({4}, {1})}); },
+               {"[index] index 4 is out of range for dim 1 of size 4 (expected -4 <= index < 4)"});
+  expect_error([&] { index(x, {Tensor::from_vector<int64_t>({-4}, {1})}); },
+               {"[index] index -4 is out of range for dim 0 of size 3"});
+  expect_error([&] { index(x, {zeros({2})}); }, {"[index] expected int64, int32 or bool index tensors, got float32[2]"});
+  expect_error([&] { index(x, {Tensor(), Tensor(), Tensor::from_vector<int64_t>({0}, {1})}); },
+               {"[index] too many indices for a tensor of shape [3, 4]"});
+  expect_error([&] { index(x, {zeros({3, 5}, TensorOptions(kBool))}); },
+               {"[index] the mask's dim 1 has size 5 but x's dim 1 has size 4"});
+  expect_error([&] { index(x, {Tensor()}); }, {"[index] expected at least one index tensor"});
+  expect_error([&] { index(x, {Tensor::from_vector<int64_t>({0, 1}, {2}), Tensor::from_vector<int64_t>({0, 1, 2}, {3})}); },
+               {"[index] shapes [2] and [3] cannot be broadcast"});
+  expect_error([&] { index_put(x, {Tensor::from_vector<int64_t>({0}, {1})}, zeros({5})); }, {"expand"});
 }
 
 }  // namespace

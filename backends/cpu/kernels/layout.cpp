@@ -1,11 +1,15 @@
-// CPU kernels for the layout ops: cat, gather/scatter_add and index_select/index_add.
+// CPU kernels for the layout ops: cat, gather/scatter_add/scatter_reduce and
+// index_select/index_add.
 // Algorithm (gather, scatter_add): walk the index one "row" at a time, a row being every
 // position along `dim` with the other coordinates fixed; rows are split across threads.
 // Rows of scatter_add write disjoint output positions, so it runs in parallel without
 // atomics and adds duplicates in a fixed order (deterministic results).
 #include "kiln/ops/layout.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels.h"
 #include "loops.h"
@@ -93,6 +97,21 @@ void for_rows(const Rows& r, int64_t b, int64_t e, F fn) {
   }
 }
 
+// fn(out_offset, src_offset) for every element of the index, checked against `size`. Rows
+// run in parallel: each writes only positions of its own (see the top).
+template <class F>
+void for_each_scattered(const Rows& r, const int64_t* ip, int64_t size, int64_t d, const char* op, F fn) {
+  parallel_for(0, r.count, std::max<int64_t>(1, kParallelGrain / r.n), [&](int64_t b, int64_t e) {
+    for_rows(r, b, e, [&](int64_t oi, int64_t oo, int64_t os) {
+      for (int64_t k = 0; k < r.n; ++k) {
+        const int64_t j = ip[oi + k * r.idx_step];
+        if (j < 0 || j >= size) index_error(op, j, d, size);
+        fn(oo + j * r.data_step, os + k * r.other_step);
+      }
+    });
+  });
+}
+
 // out (index-shaped, contiguous) = x gathered along dim.
 void gather_kernel(KernelCall& c) {
   const Tensor &x = c.inputs[0], &idx = c.inputs[1], &out = c.outputs[0];
@@ -135,18 +154,95 @@ void scatter_add_kernel(KernelCall& c) {
     using T = decltype(tag);
     T* op = data_of<T>(out);
     const T* sp = data_of<T>(src);
-    parallel_for(0, r.count, std::max<int64_t>(1, kParallelGrain / r.n), [&](int64_t b, int64_t e) {
-      for_rows(r, b, e, [&](int64_t oi, int64_t oo, int64_t os) {
-        for (int64_t k = 0; k < r.n; ++k) {
-          int64_t j = ip[oi + k * r.idx_step];
-          if (j < 0 || j >= size) index_error("scatter_add", j, d, size);
-          if constexpr (std::is_same_v<T, bool>)
-            op[oo + j * r.data_step] |= sp[os + k * r.other_step];
+    for_each_scattered(r, ip, size, d, "scatter_add", [&](int64_t at, int64_t from) {
+      if constexpr (std::is_same_v<T, bool>)
+        op[at] |= sp[from];
+      else
+        op[at] += sp[from];
+    });
+  });
+}
+
+enum class Reduce { Sum, Prod, Mean, Max, Min, Replace };
+
+Reduce reduce_of(const std::string& name) {
+  if (name == "sum") return Reduce::Sum;
+  if (name == "prod") return Reduce::Prod;
+  if (name == "mean") return Reduce::Mean;
+  if (name == "amax") return Reduce::Max;
+  if (name == "amin") return Reduce::Min;
+  return Reduce::Replace;
+}
+
+// a combined with b; max and min propagate NaN.
+template <class T>
+T combine(Reduce r, T a, T b) {
+  switch (r) {
+    case Reduce::Sum:
+    case Reduce::Mean: return static_cast<T>(a + b);
+    case Reduce::Prod: return static_cast<T>(a * b);
+    case Reduce::Max:
+    case Reduce::Min:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(a)) return a;
+        if (std::isnan(b)) return b;
+      }
+      return r == Reduce::Max ? std::max(a, b) : std::min(a, b);
+    case Reduce::Replace: return b;
+  }
+  return b;
+}
+
+// out = x; each src value combined into out[index] along dim. Rows write disjoint positions
+// (see the top), so they run in parallel and every position sees its values in index order:
+// "replace" keeps the last, and the sums are deterministic.
+void scatter_reduce_kernel(KernelCall& c) {
+  const Tensor &x = c.inputs[0], &idx = c.inputs[1], &src = c.inputs[2], &out = c.outputs[0];
+  const auto& a = static_cast<const ops::ScatterReduceAttrs&>(c.attrs);
+  const Reduce r = reduce_of(a.reduce);
+  if (out.numel() > 0) {
+    visit_compute_dtype(x.dtype(), "scatter_reduce", [&](auto tag) {
+      using T = decltype(tag);
+      unary_loop<T, T>(out, x, [](T v) { return v; });
+    });
+  }
+  if (idx.numel() == 0) return;
+  KILN_CHECK(out.is_contiguous(), "[scatter_reduce] expected a contiguous output.");
+  int64_t d = dim_of(c, x.dim());
+  int64_t size = x.dim() > 0 ? x.size(d) : 1;
+  Rows rows = make_rows(idx, out, src, d);
+  const int64_t* ip = data_of<int64_t>(idx);
+  // How many values reached each position: the mean's divisor, and (without include_self)
+  // which positions still hold x's value.
+  const bool counted = r == Reduce::Mean || (!a.include_self && r != Reduce::Replace);
+  std::vector<int64_t> count(counted ? static_cast<size_t>(out.numel()) : 0, 0);
+  visit_compute_dtype(x.dtype(), "scatter_reduce", [&](auto tag) {
+    using T = decltype(tag);
+    T* op = data_of<T>(out);
+    const T* sp = data_of<T>(src);
+    for_each_scattered(rows, ip, size, d, "scatter_reduce", [&](int64_t at, int64_t from) {
+      const T v = sp[from];
+      if (!counted) {
+        op[at] = combine(r, op[at], v);
+        return;
+      }
+      int64_t& n = count[static_cast<size_t>(at)];
+      op[at] = n == 0 && !a.include_self ? v : combine(r, op[at], v);
+      ++n;
+    });
+    if constexpr (!std::is_same_v<T, bool>) {
+      if (r != Reduce::Mean) return;
+      parallel_for(0, out.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int64_t n = count[static_cast<size_t>(i)] + (a.include_self ? 1 : 0);
+          if (count[static_cast<size_t>(i)] == 0) continue;
+          if constexpr (std::is_floating_point_v<T>)
+            op[i] = op[i] / static_cast<T>(n);
           else
-            op[oo + j * r.data_step] += sp[os + k * r.other_step];
+            op[i] = static_cast<T>(op[i] / n - ((op[i] % n != 0) && ((op[i] < 0) != (n < 0)) ? 1 : 0));
         }
       });
-    });
+    }
   });
 }
 
@@ -243,6 +339,7 @@ void register_layout_kernels() {
   ops::cat.kernels[kCPU] = cat_kernel;
   ops::gather.kernels[kCPU] = gather_kernel;
   ops::scatter_add.kernels[kCPU] = scatter_add_kernel;
+  ops::scatter_reduce.kernels[kCPU] = scatter_reduce_kernel;
   ops::index_select.kernels[kCPU] = index_select_kernel;
   ops::index_add.kernels[kCPU] = index_add_kernel;
 }

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -85,6 +86,62 @@ KILN_DEVICE long long kiln_pad_source(long long o, long long n, long long left, 
   if (mode == 3) return ((i % n) + n) % n;
   return -1;
 }
+// scatter_reduce's combination (0 sum, 1 prod, 2 max, 3 min; max and min propagate NaN), and
+// its atomic form: a compare-and-swap loop on the GPU, a plain update on the host.
+template <class T>
+KILN_DEVICE T kiln_combine(T a, T b, int op) {
+  if (op == 0) return a + b;
+  if (op == 1) return a * b;
+  if (a != a) return a;
+  if (b != b) return b;
+  return op == 2 ? (a > b ? a : b) : (a < b ? a : b);
+}
+#if defined(__CUDACC_RTC__) || defined(__CUDA_ARCH__)
+KILN_DEVICE void kiln_atomic_combine(float* p, float v, int op) {
+  unsigned int* word = (unsigned int*)p;
+  unsigned int old = *word, seen;
+  do {
+    seen = old;
+    old = atomicCAS(word, seen, __float_as_uint(kiln_combine(__uint_as_float(seen), v, op)));
+  } while (old != seen);
+}
+KILN_DEVICE void kiln_atomic_combine(double* p, double v, int op) {
+  unsigned long long* word = (unsigned long long*)p;
+  unsigned long long old = *word, seen;
+  do {
+    seen = old;
+    old = atomicCAS(word, seen,
+                    (unsigned long long)__double_as_longlong(kiln_combine(__longlong_as_double((long long)seen), v, op)));
+  } while (old != seen);
+}
+KILN_DEVICE void kiln_atomic_combine(int* p, int v, int op) {
+  int old = *p, seen;
+  do {
+    seen = old;
+    old = atomicCAS(p, seen, kiln_combine(seen, v, op));
+  } while (old != seen);
+}
+KILN_DEVICE void kiln_atomic_combine(long long* p, long long v, int op) {
+  unsigned long long* word = (unsigned long long*)p;
+  unsigned long long old = *word, seen;
+  do {
+    seen = old;
+    old = atomicCAS(word, seen, (unsigned long long)kiln_combine((long long)seen, v, op));
+  } while (old != seen);
+}
+KILN_DEVICE void kiln_atomic_max(long long* p, long long v) { atomicMax(p, v); }
+#else
+template <class T>
+static inline void kiln_atomic_combine(T* p, T v, int op) { *p = kiln_combine(*p, v, op); }
+static inline void kiln_atomic_max(long long* p, long long v) { if (v > *p) *p = v; }
+#endif
+KILN_DEVICE float kiln_divide_mean(float v, long long n) { return v / (float)n; }
+KILN_DEVICE double kiln_divide_mean(double v, long long n) { return v / (double)n; }
+KILN_DEVICE long long kiln_divide_mean(long long v, long long n) {
+  const long long q = v / n;
+  return (v % n != 0 && v < 0) ? q - 1 : q;
+}
+KILN_DEVICE int kiln_divide_mean(int v, long long n) { return (int)kiln_divide_mean((long long)v, n); }
 // The offset in the input that flat output element e reads (-1: the fill).
 KILN_DEVICE long long kiln_pad_offset(long long e, const KilnPadDims& p) {
   long long offset = 0;
@@ -101,8 +158,22 @@ KILN_DEVICE long long kiln_pad_offset(long long e, const KilnPadDims& p) {
 )";
 
 bool is_scatter(IndexKernel kind) {
-  return kind == IndexKernel::AddRows || kind == IndexKernel::ScatterAdd || kind == IndexKernel::PadBackward;
+  return kind == IndexKernel::AddRows || kind == IndexKernel::ScatterAdd || kind == IndexKernel::PadBackward ||
+         kind == IndexKernel::ScatterCombine;
 }
+
+// The index's coordinates give its offset (at_index), the data's with the index's value along
+// dim (at_data) and the other operand's (at_other).
+constexpr const char* kIndexCoordinates =
+    "    long long rest = e, at_index = 0, at_data = 0, at_other = 0;\n"
+    "    for (long long d = g.rank - 1; d >= 0; --d) {\n"
+    "      const long long c = rest % g.sizes[d];\n"
+    "      rest /= g.sizes[d];\n"
+    "      at_index += c * g.index_strides[d];\n"
+    "      at_other += c * g.other_strides[d];\n"
+    "      if (d != g.dim) at_data += c * g.data_strides[d];\n"
+    "    }\n"
+    "    at_data += index[at_index] * g.data_strides[g.dim];\n";
 
 // The body of the grid-stride loop over `count` elements e.
 std::string loop_body(IndexKernel kind) {
@@ -118,22 +189,26 @@ std::string loop_body(IndexKernel kind) {
              "    if (index[k] == skip) continue;\n"
              "    kiln_atomic_add(&out[(o * n + index[k]) * inner + j], src[e]);\n";
     case IndexKernel::Gather:
-    case IndexKernel::ScatterAdd: {
-      // The index's coordinates give its offset, the data's (with the index's value along
-      // dim) and, for scatter_add, src's.
-      std::string s =
-          "    long long rest = e, at_index = 0, at_data = 0, at_other = 0;\n"
-          "    for (long long d = g.rank - 1; d >= 0; --d) {\n"
-          "      const long long c = rest % g.sizes[d];\n"
-          "      rest /= g.sizes[d];\n"
-          "      at_index += c * g.index_strides[d];\n"
-          "      at_other += c * g.other_strides[d];\n"
-          "      if (d != g.dim) at_data += c * g.data_strides[d];\n"
-          "    }\n"
-          "    at_data += index[at_index] * g.data_strides[g.dim];\n";
-      return s + (kind == IndexKernel::Gather ? "    out[e] = x[at_data];\n"
-                                              : "    kiln_atomic_add(&out[at_data], src[at_other]);\n");
-    }
+      return std::string(kIndexCoordinates) + "    out[e] = x[at_data];\n";
+    case IndexKernel::ScatterAdd:
+      return std::string(kIndexCoordinates) + "    kiln_atomic_add(&out[at_data], src[at_other]);\n";
+    case IndexKernel::ScatterCount:
+      return std::string(kIndexCoordinates) + "    kiln_atomic_add(&counts[at_data], 1LL);\n";
+    case IndexKernel::ScatterReset:
+      return std::string(kIndexCoordinates) + "    out[at_data] = identity;\n";
+    case IndexKernel::ScatterCombine:
+      return std::string(kIndexCoordinates) +
+             "    if (op == 0) kiln_atomic_add(&out[at_data], src[at_other]);\n"
+             "    else kiln_atomic_combine(&out[at_data], src[at_other], op);\n";
+    case IndexKernel::ScatterWinner:
+      return std::string(kIndexCoordinates) + "    kiln_atomic_max(&winner[at_data], e);\n";
+    case IndexKernel::ScatterTake:
+      return std::string(kIndexCoordinates) + "    if (winner[at_data] == e) out[at_data] = src[at_other];\n";
+    case IndexKernel::ScatterMean:
+      // A floating mean divides; an integer one floors, as PyTorch's.
+      return "    if (counts[e] == 0) continue;\n"
+             "    const long long n = counts[e] + include_self;\n"
+             "    out[e] = kiln_divide_mean(out[e], n);\n";
     case IndexKernel::OneHot:
       return "    out[e] = index[e / classes] == e % classes ? 1 : 0;\n";
     case IndexKernel::Pad:
@@ -162,6 +237,19 @@ std::string parameters(IndexKernel kind, const std::string& t) {
       return in + "x, " + index + t + "* __restrict__ out, long long count, KilnIndexDims g";
     case IndexKernel::ScatterAdd:
       return in + "src, " + index + t + "* out, long long count, KilnIndexDims g";
+    case IndexKernel::ScatterCount:
+      return index + "long long* counts, long long count, KilnIndexDims g";
+    case IndexKernel::ScatterReset:
+      return index + t + "* out, long long count, KilnIndexDims g, " + t + " identity";
+    case IndexKernel::ScatterCombine:
+      return in + "src, " + index + t + "* out, long long count, KilnIndexDims g, int op";
+    case IndexKernel::ScatterWinner:
+      return index + "long long* winner, long long count, KilnIndexDims g";
+    case IndexKernel::ScatterTake:
+      return in + "src, " + index + "const long long* __restrict__ winner, " + t +
+             "* __restrict__ out, long long count, KilnIndexDims g";
+    case IndexKernel::ScatterMean:
+      return "const long long* __restrict__ counts, " + t + "* out, long long count, long long include_self";
     case IndexKernel::OneHot:
       return index + "long long* __restrict__ out, long long count, long long classes";
     case IndexKernel::Pad:
@@ -366,6 +454,90 @@ void scatter_add_kernel(KernelCall& c) {
                        params);
 }
 
+// The bytes of scatter_reduce's identity for `reduce` in `dtype` (what a position reached by
+// a value starts from when include_self is false).
+uint64_t scatter_identity(const std::string& reduce, DType dtype) {
+  uint64_t bytes = 0;
+  auto put = [&](auto v) { std::memcpy(&bytes, &v, sizeof(v)); };
+  const bool max = reduce == "amax", min = reduce == "amin";
+  const double one = reduce == "prod" ? 1 : 0;
+  switch (dtype) {
+    case DType::Float32:
+      put(max ? -std::numeric_limits<float>::infinity()
+              : min ? std::numeric_limits<float>::infinity() : static_cast<float>(one));
+      break;
+    case DType::Float64:
+      put(max ? -std::numeric_limits<double>::infinity() : min ? std::numeric_limits<double>::infinity() : one);
+      break;
+    case DType::Int32:
+      put(max ? std::numeric_limits<int32_t>::lowest()
+              : min ? std::numeric_limits<int32_t>::max() : static_cast<int32_t>(one));
+      break;
+    default:
+      put(max ? std::numeric_limits<int64_t>::lowest()
+              : min ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(one));
+      break;
+  }
+  return bytes;
+}
+
+// Passes over the index (see IndexKernel): "replace" picks the last value per position and
+// writes it; the reductions reset the reached positions (include_self = false), combine
+// atomically, and divide for "mean". Sums and means add in an unspecified order, as
+// scatter_add does; the others are exact.
+void scatter_reduce_kernel(KernelCall& c) {
+  const auto& a = static_cast<const ops::ScatterReduceAttrs&>(c.attrs);
+  const Tensor &x = c.inputs[0], &src = c.inputs[2], &out = c.outputs[0];
+  const Tensor index = dense(c.inputs[1]);
+  const int64_t d = wrap_dim(a.dim, x.dim(), "scatter_reduce");
+  check_along_dim(index, "scatter_reduce", d, x.dim() > 0 ? x.size(d) : 1);
+  const DType dtype = x.dtype();
+  KILN_CHECK(dtype != kFloat16 && dtype != kBFloat16, "[cuda] scatter_reduce takes bool, int32, int64, float32 and "
+             "float64, got ", dtype, ". Fix: scatter in float32 and convert with .to().");
+  copy_on_gpu(x, out);
+  long long count = index.numel();
+  if (count == 0) return;
+  const int device = out.device().index;
+  IndexDims g = index_dims(index, out, src, d);
+  const void* src_pointer = src.raw_data();
+  const void* index_pointer = index.raw_data();
+  void* out_pointer = out.raw_data();
+  if (a.reduce == "replace") {
+    const Tensor winner = Tensor::empty({out.numel()}, kInt64, out.device());
+    fill_on_gpu(winner, -1);
+    void* winner_pointer = winner.raw_data();
+    void* mark[] = {&index_pointer, &winner_pointer, &count, &g};
+    launch_over_elements(kernel_for(IndexKernel::ScatterWinner, "scatter_winner", kInt64, device), count, mark);
+    const void* winners = winner_pointer;
+    void* take[] = {&src_pointer, &index_pointer, &winners, &out_pointer, &count, &g};
+    launch_over_elements(kernel_for(IndexKernel::ScatterTake, "scatter_take", dtype, device), count, take);
+    return;
+  }
+  int op = a.reduce == "prod" ? 1 : a.reduce == "amax" ? 2 : a.reduce == "amin" ? 3 : 0;
+  Tensor counts;
+  void* counts_pointer = nullptr;
+  if (a.reduce == "mean" || !a.include_self) {
+    counts = Tensor::empty({out.numel()}, kInt64, out.device());
+    fill_on_gpu(counts, 0);
+    counts_pointer = counts.raw_data();
+    void* tally[] = {&index_pointer, &counts_pointer, &count, &g};
+    launch_over_elements(kernel_for(IndexKernel::ScatterCount, "scatter_count", kInt64, device), count, tally);
+  }
+  if (!a.include_self) {
+    uint64_t identity = scatter_identity(a.reduce, dtype);
+    void* reset[] = {&index_pointer, &out_pointer, &count, &g, &identity};
+    launch_over_elements(kernel_for(IndexKernel::ScatterReset, "scatter_reset", dtype, device), count, reset);
+  }
+  void* combine[] = {&src_pointer, &index_pointer, &out_pointer, &count, &g, &op};
+  launch_over_elements(kernel_for(IndexKernel::ScatterCombine, "scatter_combine", dtype, device), count, combine);
+  if (a.reduce == "mean") {
+    long long positions = out.numel(), include_self = a.include_self ? 1 : 0;
+    const void* counted = counts_pointer;
+    void* divide[] = {&counted, &out_pointer, &positions, &include_self};
+    launch_over_elements(kernel_for(IndexKernel::ScatterMean, "scatter_mean", dtype, device), positions, divide);
+  }
+}
+
 void one_hot_kernel(KernelCall& c) {
   const Tensor indices = dense(c.inputs[0]);
   const Tensor& out = c.outputs[0];
@@ -399,7 +571,9 @@ void check_indices(const Tensor& index, int64_t size, std::optional<int64_t> all
 }
 
 std::string index_kernel_source(IndexKernel kind, DType dtype, const std::string& name) {
-  if (kind == IndexKernel::Check || kind == IndexKernel::OneHot) dtype = kInt64;
+  if (kind == IndexKernel::Check || kind == IndexKernel::OneHot || kind == IndexKernel::ScatterCount ||
+      kind == IndexKernel::ScatterWinner)
+    dtype = kInt64;
   KILN_CHECK(!is_scatter(kind) || (dtype != kFloat16 && dtype != kBFloat16), "[cuda] the scatter kernels "
              "(index_add, scatter_add, the gradients of embedding and pad) take bool, int32, int64, float32 "
              "and float64, got ", dtype, ". Fix: scatter in float32 and convert with .to().");
@@ -424,6 +598,7 @@ void register_index_kernels() {
   set(ops::embedding_backward, embedding_backward_kernel);
   set(ops::gather, gather_kernel);
   set(ops::scatter_add, scatter_add_kernel);
+  set(ops::scatter_reduce, scatter_reduce_kernel);
   set(ops::one_hot, one_hot_kernel);
 }
 

@@ -33,6 +33,7 @@
 #include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/device.h"
 #include "kiln/tensor_ops/factory.h"
+#include "kiln/tensor_ops/indexing.h"
 #include "kiln/tensor_ops/layout.h"
 #include "kiln/tensor_ops/linalg.h"
 #include "kiln/tensor_ops/random.h"

@@ -126,6 +126,37 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
                        dim_attrs(dim));
 }
 
+namespace {
+
+Tensor call_scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                           std::string reduce, bool include_self) {
+  ops::ScatterReduceAttrs a;
+  a.dim = dim;
+  a.reduce = std::move(reduce);
+  a.include_self = include_self;
+  const char* op = a.reduce == "replace" ? "scatter" : "scatter_reduce";
+  return detail::call1(ops::scatter_reduce, {x, as_index(index, op), like_dtype(src, x, op)}, a);
+}
+
+}  // namespace
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return call_scatter_reduce(x, dim, index, src, "replace", true);
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  KILN_CHECK(x.defined() && index.defined(), "[scatter] got an undefined tensor.");
+  return scatter(x, dim, index, full(index.sizes(), value, TensorOptions(x.dtype()).with_device(x.device())));
+}
+
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self) {
+  KILN_CHECK(reduce == "sum" || reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
+             "[scatter_reduce] expected reduce \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\", got \"", reduce,
+             "\". Fix: for PyTorch's plain scatter use kiln::scatter.");
+  return call_scatter_reduce(x, dim, index, src, std::string(reduce), include_self);
+}
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   KILN_CHECK(x.defined(), "[index_select] got an undefined tensor.");
   return detail::call1(ops::index_select, {x, as_index(index, "index_select")}, dim_attrs(dim));
@@ -237,6 +268,77 @@ Tensors vjp_scatter_add(const VjpCall& c) {
   return Tensors{c.needs(0) ? g : Tensor(), Tensor(), gsrc};
 }
 
+// The first index.size(d) of t along every dim d (src may be larger than the index).
+Tensor narrow_to(Tensor t, IntList shape) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != shape[d]) t = t.narrow(d, 0, shape[d]);
+  return t;
+}
+
+// scatter_reduce's vjp, in scatter_reduce's own terms: which positions the index reached, how
+// many values reached each, and for amax/amin/prod which values the result depends on.
+Tensors vjp_scatter_reduce(const VjpCall& c) {
+  const auto& a = static_cast<const ops::ScatterReduceAttrs&>(c.attrs);
+  const Tensor& g = c.grad_outputs[0];
+  const Tensor &x = c.inputs[0], &index = c.inputs[1], &result = c.outputs[0];
+  const int64_t d = wrap_dim(a.dim, g.dim(), "scatter_reduce");
+  const TensorOptions opts = options_of(g);
+  const Tensor src = narrow_to(c.inputs[2], index.sizes());
+  const Tensor zero = zeros(g.sizes(), opts), ones_src = ones(index.sizes(), opts);
+  // How many src values reached each position (0 where none did).
+  const Tensor reached = scatter_add(zero, d, index, ones_src);
+  const Tensor untouched = cast(reached == 0, g.dtype());
+  Tensor gx, gsrc;
+  if (a.reduce == "replace") {
+    // The value that won each position: the last in index order along dim.
+    Shape order_shape(static_cast<size_t>(index.dim()), 1);
+    order_shape[static_cast<size_t>(d)] = index.size(d);
+    const Tensor order = arange(0, index.size(d), 1, TensorOptions(kInt64).with_device(g.device()))
+                             .reshape(order_shape)
+                             .expand(index.sizes());
+    const Tensor last = scatter_reduce(full(g.sizes(), -1, TensorOptions(kInt64).with_device(g.device())), d, index,
+                                       order, "amax");
+    gsrc = gather(g, d, index) * cast(gather(last, d, index) == order, g.dtype());
+    gx = g * untouched;
+  } else if (a.reduce == "sum" || a.reduce == "mean") {
+    const Tensor divisor = a.reduce == "mean" ? clamp(reached + (a.include_self ? 1 : 0), 1, std::nullopt)
+                                              : ones(g.sizes(), opts);
+    const Tensor per_value = g / divisor;
+    gsrc = gather(per_value, d, index);
+    gx = a.include_self ? per_value : g * untouched;
+  } else if (a.reduce == "amax" || a.reduce == "amin") {
+    // Ties share the gradient evenly (PyTorch's rule).
+    const Tensor src_hits = cast(src == gather(result, d, index), g.dtype());
+    const Tensor self_hits = a.include_self ? cast(x == result, g.dtype()) : zero;
+    const Tensor ties = clamp(scatter_add(self_hits, d, index, src_hits), 1, std::nullopt);
+    const Tensor share = g / ties;
+    gsrc = gather(share, d, index) * src_hits;
+    gx = a.include_self ? share * self_hits : g * untouched;
+  } else {  // prod
+    // d/dv of a product is the product of the others: result / v, except at zeros, where it
+    // is the product of the nonzero others when v is the group's only zero (else 0).
+    const Tensor x_zero = x == 0, src_zero = src == 0;
+    const Tensor x_nonzero_part = where(x_zero, 1, x), src_nonzero_part = where(src_zero, 1, src);
+    const Tensor nonzero_product =
+        scatter_reduce(a.include_self ? x_nonzero_part : ones(g.sizes(), opts), d, index, src_nonzero_part, "prod",
+                       a.include_self);
+    const Tensor zero_count =
+        scatter_add(a.include_self ? cast(x_zero, g.dtype()) : zero, d, index, cast(src_zero, g.dtype()));
+    const Tensor result_at_src = gather(result, d, index);
+    const Tensor src_grad = where(src_zero, where(gather(zero_count, d, index) == 1, gather(nonzero_product, d, index), 0),
+                                  result_at_src / src_nonzero_part);
+    gsrc = gather(g, d, index) * src_grad;
+    if (a.include_self) {
+      const Tensor x_grad = where(x_zero, where(zero_count == 1, nonzero_product, 0), result / x_nonzero_part);
+      gx = g * x_grad;
+    } else {
+      gx = g * untouched;
+    }
+  }
+  if (c.needs(2)) gsrc = pad_to(gsrc, c.input_types[2].shape);
+  return Tensors{c.needs(0) ? gx : Tensor(), Tensor(), c.needs(2) ? gsrc : Tensor()};
+}
+
 Tensors vjp_index_select(const VjpCall& c) {
   IntList shape = c.input_types[0].shape;
   const Tensor& g = c.grad_outputs[0];
@@ -260,6 +362,7 @@ void register_layout_vjps() {
   // The index vjps read only the index.
   set_vjp(ops::gather, vjp_gather, {.inputs = 0b10});
   set_vjp(ops::scatter_add, vjp_scatter_add, {.inputs = 0b10});
+  set_vjp(ops::scatter_reduce, vjp_scatter_reduce, {.inputs = 0b111, .outputs = 1});
   set_vjp(ops::index_select, vjp_index_select, {.inputs = 0b10});
   set_vjp(ops::index_add, vjp_index_add, {.inputs = 0b10});
 }

@@ -78,27 +78,43 @@ void infer_gather(InferCall& c) {
   c.outputs.push_back({x.dtype(), Shape(idx.sizes()), x.device()});
 }
 
-void infer_scatter_add(InferCall& c) {
+// scatter_add and scatter_reduce: x, index and src share a rank; the index fits in src, and
+// in x but along dim.
+void check_scatter(InferCall& c, int64_t dim) {
   infer::check_arity(c, 3);
   infer::check_compute_dtype(c, 0);
   check_index(c, 1);
+  const char* op = c.op.name.c_str();
   const Tensor &x = c.inputs[0], &idx = c.inputs[1], &src = c.inputs[2];
-  KILN_CHECK(src.dtype() == x.dtype(), "[scatter_add] expected src of the input's dtype ",
-             x.dtype(), ", got ", src.dtype(),
-             ". Fix: use kiln::scatter_add (it converts) or .to().");
-  int64_t d = wrap_dim(dim_of(c), x.dim(), "scatter_add");
-  KILN_CHECK(idx.dim() == x.dim() && src.dim() == x.dim(),
-             "[scatter_add] expected input, index and src of one rank, got ", x.type_str(), ", ",
-             idx.type_str(), " and ", src.type_str(), ".");
+  KILN_CHECK(src.dtype() == x.dtype(), "[", op, "] expected src of the input's dtype ", x.dtype(), ", got ",
+             src.dtype(), ". Fix: use kiln::", op, " (it converts) or .to().");
+  int64_t d = wrap_dim(dim, x.dim(), op);
+  KILN_CHECK(idx.dim() == x.dim() && src.dim() == x.dim(), "[", op,
+             "] expected input, index and src of one rank, got ", x.type_str(), ", ", idx.type_str(), " and ",
+             src.type_str(), ".");
   for (int64_t k = 0; k < x.dim(); ++k) {
-    KILN_CHECK(idx.size(k) <= src.size(k), "[scatter_add] index shape ", shape_str(idx.sizes()),
-               " is larger than src shape ", shape_str(src.sizes()), " in dim ", k,
-               ". Fix: narrow the index.");
-    KILN_CHECK(k == d || idx.size(k) <= x.size(k), "[scatter_add] index shape ",
-               shape_str(idx.sizes()), " is larger than input shape ", shape_str(x.sizes()),
-               " in dim ", k, " (only dim ", d, " may be larger). Fix: narrow the index.");
+    KILN_CHECK(idx.size(k) <= src.size(k), "[", op, "] index shape ", shape_str(idx.sizes()),
+               " is larger than src shape ", shape_str(src.sizes()), " in dim ", k, ". Fix: narrow the index.");
+    KILN_CHECK(k == d || idx.size(k) <= x.size(k), "[", op, "] index shape ", shape_str(idx.sizes()),
+               " is larger than input shape ", shape_str(x.sizes()), " in dim ", k, " (only dim ", d,
+               " may be larger). Fix: narrow the index.");
   }
   c.outputs.push_back({x.dtype(), Shape(x.sizes()), x.device()});
+}
+
+void infer_scatter_add(InferCall& c) {
+  check_scatter(c, dim_of(c));
+}
+
+void infer_scatter_reduce(InferCall& c) {
+  const auto& a = static_cast<const ScatterReduceAttrs&>(c.attrs);
+  const bool known = a.reduce == "sum" || a.reduce == "prod" || a.reduce == "mean" || a.reduce == "amax" ||
+                     a.reduce == "amin" || a.reduce == "replace";
+  KILN_CHECK(known, "[scatter_reduce] expected reduce \"sum\", \"prod\", \"mean\", \"amax\", \"amin\" or "
+             "\"replace\", got \"", a.reduce, "\".");
+  check_scatter(c, a.dim);
+  KILN_CHECK(c.inputs[0].dtype() != DType::Bool || a.reduce == "replace", "[scatter_reduce] reduce \"", a.reduce,
+             "\" takes numbers, got a bool tensor. Fix: convert with .to(kiln::kInt64), or use logical ops.");
 }
 
 // index_select/index_add: the index is a list.
@@ -149,6 +165,8 @@ OpDef gather("gather", {"x", "index"}, infer_gather, L, attrs_of<DimAttrs>(),
              {.nondiff_inputs = 0b10 /* the index */});
 OpDef scatter_add("scatter_add", {"x", "index", "src"}, infer_scatter_add, L, attrs_of<DimAttrs>(),
                   {.nondiff_inputs = 0b10 /* the index */});
+OpDef scatter_reduce("scatter_reduce", {"x", "index", "src"}, infer_scatter_reduce, LoweringClass::Opaque,
+                      attrs_of<ScatterReduceAttrs>(), {.nondiff_inputs = 0b10 /* the index */});
 OpDef index_select("index_select", {"x", "index"}, infer_index_select, L, attrs_of<DimAttrs>(),
                    {.nondiff_inputs = 0b10 /* the index */});
 OpDef index_add("index_add", {"x", "index", "src"}, infer_index_add, L, attrs_of<DimAttrs>(),

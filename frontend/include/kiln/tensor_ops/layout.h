@@ -1,8 +1,9 @@
-// Layout functions: cat, stack, split, chunk, gather, scatter_add, index_select,
-// index_add, masked_fill, tril, triu. Index tensors are int64; an index out of range
+// Layout functions: cat, stack, split, chunk, gather, scatter, scatter_add, scatter_reduce,
+// index_select, index_add, masked_fill, tril, triu. Index tensors are int64; an index out of range
 // throws kiln::Error.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "kiln/tensor.h"
@@ -28,6 +29,17 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // A copy of x with src[i][j] added at [index[i][j]][j] (dim 0); duplicates accumulate.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// A copy of x with src[i][j] written at [index[i][j]][j] (dim 0), PyTorch's scatter: where
+// several values reach one position, the last in index order along dim wins (the same on
+// every device). The Scalar form writes `value` at every position the index names.
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+// A copy of x with every src[i][j] combined into [index[i][j]][j] (dim 0) by `reduce`:
+// "sum", "prod", "mean", "amax" or "amin". include_self = false leaves x's own value out of
+// the positions the index names. "mean" floors for integers; "amax"/"amin" propagate NaN and
+// share the gradient evenly among ties, as PyTorch. Differentiable in x and src.
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      std::string_view reduce, bool include_self = true);
 // The slices x.select(dim, index[i]) along dim; index is 1-D.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 // A copy of x with src.select(dim, i) added to slice index[i] along dim.

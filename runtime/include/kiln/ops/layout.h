@@ -4,6 +4,8 @@
 // kiln::Error naming the op, the index and the valid range.
 #pragma once
 
+#include <string>
+
 #include "kiln/op.h"
 #include "kiln/ops/view.h"  // DimAttrs
 
@@ -20,6 +22,23 @@ extern OpDef gather;
 // dim 0. index, src and x share a rank; index.size(d) <= src.size(d) for every d and
 // <= x.size(d) for d != dim. Duplicate indices accumulate. gather's gradient.
 extern OpDef scatter_add;
+struct ScatterReduceAttrs : AttrsOf<ScatterReduceAttrs> {
+  int64_t dim = 0;
+  std::string reduce = "sum";  // "sum" | "prod" | "mean" | "amax" | "amin" | "replace"
+  bool include_self = true;
+  template <class V>
+  void fields(V& v) {
+    v("dim", dim), v("reduce", reduce), v("include_self", include_self);
+  }
+};
+// scatter_reduce(x, index, src): a copy of x where each src[i][j] is combined into
+// x[index[i][j]][j] (dim 0 shown) by `reduce`, with scatter_add's shape rules.
+// include_self = false leaves x's own value out of every position the index names (the
+// first value scattered there starts the reduction). "mean" divides by the count (floor
+// division for integers, as PyTorch); "amax"/"amin" propagate NaN. "replace" is PyTorch's
+// scatter: the last value in index order along dim wins, on every device. Not for bool
+// except "replace".
+extern OpDef scatter_reduce;
 // index_select(x, index): the slices x.select(dim, index[i]) stacked along dim; index is
 // 1-D (or 0-d).
 extern OpDef index_select;

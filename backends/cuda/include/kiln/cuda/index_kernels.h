@@ -28,6 +28,20 @@ enum class IndexKernel {
                //  src[o, k, j] where index[k] != skip
   Gather,      // (const T* x, const long long* index, T* out, long long count, KilnIndexDims)
   ScatterAdd,  // (const T* src, const long long* index, T* out, long long count, KilnIndexDims)
+  // scatter_reduce's passes, over the index with scatter_add's KilnIndexDims (out contiguous,
+  // so a position's offset also indexes the per-position counts and winners):
+  ScatterCount,    // (const long long* index, long long* counts, long long count, KilnIndexDims):
+                   //  how many values reach each position
+  ScatterReset,    // (const long long* index, T* out, long long count, KilnIndexDims, T identity):
+                   //  include_self = false: the positions reached start from the identity
+  ScatterCombine,  // (const T* src, const long long* index, T* out, long long count,
+                   //  KilnIndexDims, int op): atomically combine (0 sum, 1 prod, 2 max, 3 min)
+  ScatterWinner,   // (const long long* index, long long* winner, long long count, KilnIndexDims):
+                   //  "replace": the last index element reaching each position
+  ScatterTake,     // (const T* src, const long long* index, const long long* winner, T* out,
+                   //  long long count, KilnIndexDims): the winner writes its value
+  ScatterMean,     // (const long long* counts, T* out, long long count, int include_self): over
+                   //  out, divides each reached position by its count (floor for integers)
   OneHot,      // (const long long* index, long long* out, long long count, long long classes)
   Pad,         // (const T* x, T* out, long long count, KilnPadDims, T fill)
   PadBackward  // (const T* grad, T* grad_x, long long count, KilnPadDims)
