@@ -172,6 +172,44 @@ TEST_F(CheckpointTest, RoundTripIntoAFreshModelGivesIdenticalOutputs) {
   EXPECT_EQ(b.bn->num_batches_tracked.item<int64_t>(), 1);
 }
 
+TEST_F(CheckpointTest, WriterAndReaderFunctionsCarryTheSameBytesAsAFile) {
+  manual_seed(4);
+  Net a;
+  a(randn({8, 4}));
+  json::Value config = json::Object{};
+  config["width"] = 8;
+  // A writer that takes at most 1000 bytes a call, as a socket might.
+  Bytes written;
+  save(a, [&](const void* data, size_t n) {
+    const size_t take = std::min<size_t>(n, 1000);
+    written.insert(written.end(), static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + take);
+    return take;
+  }, config);
+  save(a, path("net.safetensors"), config);
+  EXPECT_EQ(written, read_file(path("net.safetensors")));
+  // A reader that gives at most 777 bytes a call.
+  auto reader = [&](const Bytes& bytes) {
+    return [&bytes](uint64_t at, void* buffer, size_t n) {
+      const size_t give = std::min<size_t>(n, 777);
+      std::memcpy(buffer, bytes.data() + at, give);
+      return give;
+    };
+  };
+  Net b;
+  load(b, reader(written), written.size());
+  expect_same_state(a.state_dict(), b.state_dict());
+
+  expect_error([&] { save(a, [](const void*, size_t) { return size_t{0}; }); },
+               {"[kiln::save] the writer took 0 of the", "Fix: return how many bytes it wrote"});
+  expect_error([&] { load(b, [](uint64_t, void*, size_t) { return size_t{0}; }, written.size()); },
+               {"[kiln::load] the reader gave 0 bytes at position 0 of"});
+  Bytes damaged = written;
+  damaged.back() ^= 1;
+  expect_error([&] { load(b, reader(damaged), damaged.size()); },
+               {"'<reader>'", "does not match the digest saved with it"});
+  expect_error([&] { load(b, reader(written), 16); }, {"<reader>"});
+}
+
 TEST_F(CheckpointTest, MetadataAndConfigRoundTrip) {
   Net net;
   json::Value config = json::Object{};

@@ -248,8 +248,10 @@ void save_training(const std::string& path, const nn::Module& model,
   write("kiln::save_training", path, tensors, kTraining, optimizer.name(), config, extra_metadata);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);
+namespace {
+
+// A checkpoint from its parsed safetensors; `path` names where it came from in errors.
+Checkpoint checkpoint_of(SafetensorsFile file, const std::string& path) {
   Checkpoint ck;
   if (auto it = file.metadata.find(kKilnKey); it != file.metadata.end())
     parse_info(path, it->second, ck);
@@ -260,8 +262,55 @@ Checkpoint load_checkpoint(const std::string& path) {
   return ck;
 }
 
+nn::LoadStateDictResult load_model(nn::Module& model, Checkpoint ck, const std::string& path, bool strict);
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  return checkpoint_of(load_safetensors(path), path);
+}
+
+void save(const nn::Module& model, const CheckpointWriter& write, const json::Value& config,
+          const std::map<std::string, std::string>& extra_metadata) {
+  KILN_CHECK(write != nullptr, "[kiln::save] got an empty writer function. Fix: pass a function that "
+             "takes the bytes.");
+  const NamedTensors state = model.state_dict();
+  const std::vector<uint8_t> bytes =
+      safetensors_bytes(state, make_metadata("kiln::save", kModel, "", config, extra_metadata, state));
+  for (size_t done = 0; done < bytes.size();) {
+    const size_t left = bytes.size() - done;
+    const size_t n = write(bytes.data() + done, left);
+    KILN_CHECK(n > 0 && n <= left, "[kiln::save] the writer took ", n, " of the ", left, " bytes left (of ",
+               bytes.size(), "). Fix: return how many bytes it wrote, from 1 to the count offered, until every "
+               "byte is written.");
+    done += n;
+  }
+}
+
+nn::LoadStateDictResult load(nn::Module& model, const CheckpointReader& read, uint64_t size, bool strict) {
+  KILN_CHECK(read != nullptr, "[kiln::load] got an empty reader function. Fix: pass a function that fills "
+             "the buffer it is given.");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  for (uint64_t at = 0; at < size;) {
+    const size_t left = static_cast<size_t>(size - at);
+    const size_t n = read(at, bytes.data() + at, left);
+    KILN_CHECK(n > 0 && n <= left, "[kiln::load] the reader gave ", n, " bytes at position ", at, " of ", size,
+               ". Fix: return how many bytes it read, from 1 to the count asked for, while the position is "
+               "below the size passed to load.");
+    at += n;
+  }
+  const std::string origin = "<reader>";
+  return load_model(model, checkpoint_of(load_safetensors_bytes(bytes.data(), bytes.size(), origin), origin),
+                    origin, strict);
+}
+
 nn::LoadStateDictResult load(nn::Module& model, const std::string& path, bool strict) {
-  Checkpoint ck = load_checkpoint(path);
+  return load_model(model, load_checkpoint(path), path, strict);
+}
+
+namespace {
+
+nn::LoadStateDictResult load_model(nn::Module& model, Checkpoint ck, const std::string& path, bool strict) {
   KILN_CHECK(ck.contents != kOptimizer, "[kiln::load] '", path,
              "' holds the state of the optimizer ", ck.optimizer,
              ", not a model. Fix: load it into the optimizer with "
@@ -276,6 +325,8 @@ nn::LoadStateDictResult load(nn::Module& model, const std::string& path, bool st
     rethrow_for(path, e);
   }
 }
+
+}  // namespace
 
 void load(optim::Optimizer& optimizer, const std::string& path) {
   Checkpoint ck = load_checkpoint(path);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -60,6 +61,19 @@ void save(const nn::Module& model, const std::string& path, const json::Value& c
 // The same for any named tensors (a state dict, or tensors of your own).
 void save(const NamedTensors& state, const std::string& path, const json::Value& config = {},
           const std::map<std::string, std::string>& extra_metadata = {});
+
+// Saving and loading through functions of your own (a socket, an archive, memory), as
+// libtorch's writer and reader functions: `write(data, n)` is offered the bytes a file save
+// would write, in order, and returns how many it took (1 to n; it is called again for the
+// rest). `read(position, buffer, n)` copies up to n bytes from `position` of a checkpoint of
+// `size` bytes into buffer and returns how many it copied (at least 1). Loading checks the
+// bytes as a file load does; errors name the source "<reader>".
+using CheckpointWriter = std::function<size_t(const void* data, size_t n)>;
+using CheckpointReader = std::function<size_t(uint64_t position, void* buffer, size_t n)>;
+void save(const nn::Module& model, const CheckpointWriter& write, const json::Value& config = {},
+          const std::map<std::string, std::string>& extra_metadata = {});
+nn::LoadStateDictResult load(nn::Module& model, const CheckpointReader& read, uint64_t size,
+                             bool strict = true);
 
 // Loads a model or tensors file into `model` with model.load_state_dict(tensors, strict):
 // all checks first, then copies in place. Returns the missing and unexpected keys (empty
