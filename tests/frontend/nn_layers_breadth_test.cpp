@@ -125,3 +125,28 @@ TEST(NnBreadth, PaddingLayersSpreadOneAmountAndPrint) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(NnBreadth, ConvTransposeTakesPyTorchsOutputSize) {
+  manual_seed(7);
+  auto up = std::make_shared<nn::ConvTranspose2d>(3, 2, 3, nn::ConvTransposeOptions{.stride = 2, .padding = 1});
+  auto padded = std::make_shared<nn::ConvTranspose2d>(
+      3, 2, 3, nn::ConvTransposeOptions{.stride = 2, .padding = 1, .output_padding = 1});
+  padded->load_state_dict(up->state_dict());
+  const Tensor x = randn({1, 3, 5, 5});
+  // Sizes 9 (output_padding 0) and 10 (output_padding 1) are the two this stride allows.
+  EXPECT_EQ(Shape(up->forward(x).sizes()), Shape({1, 2, 9, 9}));
+  const Tensor ten = nn::call(*up, x, std::vector<int64_t>{10, 10});
+  EXPECT_EQ(ten.to_vector<float>(), padded->forward(x).to_vector<float>());
+  EXPECT_EQ(Shape(up->forward(x, {1, 2, 9, 10}).sizes()), Shape({1, 2, 9, 10}));
+  expect_error([&] { up->forward(x, {11, 10}); },
+               {"[ConvTranspose2d] requested an output size of [11, 10], but spatial dim 0 can only be 9 to 10"});
+  expect_error([&] { up->forward(x, {9}); }, {"[ConvTranspose2d] expected an output_size of 2 (or 4) entries"});
+  auto line = std::make_shared<nn::ConvTranspose1d>(2, 2, 4, nn::ConvTransposeOptions{.stride = 3});
+  EXPECT_EQ(line->forward(randn({2, 2, 6}), {21}).size(2), 21);  // 19 to 21 for stride 3
+}
+
+}  // namespace
+}  // namespace kiln

@@ -152,18 +152,45 @@ void ConvTransposeNd::reset_parameters() {
 }
 
 Tensor ConvTransposeNd::forward(const Tensor& input) {
-  detail::check_floating_input(input, weight.dtype(), conv_name(spatial_dims_, true));
+  return forward(input, {});
+}
+
+Tensor ConvTransposeNd::forward(const Tensor& input, IntList output_size) {
+  const auto name = conv_name(spatial_dims_, true);
+  detail::check_floating_input(input, weight.dtype(), name);
   const ConvTransposeOptions& o = options;
+  IntArg output_padding = o.output_padding;
+  if (!output_size.empty()) {
+    const size_t n = spatial_dims_;
+    KILN_CHECK(output_size.size() == n || output_size.size() == n + 2, "[", name, "] expected an output_size of ",
+               n, " (or ", n + 2, ") entries, got ", shape_str(output_size), ".");
+    KILN_CHECK(input.dim() >= static_cast<int64_t>(n), "[", name, "] expected an input with ", n,
+               " spatial dims, got ", input.type_str(), ".");
+    std::vector<int64_t> padding_for_size;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t in = input.size(input.dim() - static_cast<int64_t>(n) + static_cast<int64_t>(i));
+      const int64_t want = output_size[output_size.size() - n + i];
+      const int64_t smallest = (in - 1) * o.stride.at(i) - 2 * o.padding.at(i) +
+                               o.dilation.at(i) * (kernel_size.at(i) - 1) + 1;
+      const int64_t largest = smallest + o.stride.at(i) - 1;
+      KILN_CHECK(want >= smallest && want <= largest, "[", name, "] requested an output size of ",
+                 shape_str(output_size), ", but spatial dim ", i, " can only be ", smallest, " to ", largest,
+                 " for an input of ", input.type_str(), ". Fix: ask for a size in that range, or change the "
+                 "stride or padding.");
+      padding_for_size.push_back(want - smallest);
+    }
+    output_padding = IntArg(std::move(padding_for_size));
+  }
   switch (spatial_dims_) {
     case 1:
-      return F::conv_transpose1d(input, weight, bias, o.stride, o.padding, o.output_padding,
-                                 o.groups, o.dilation);
+      return F::conv_transpose1d(input, weight, bias, o.stride, o.padding, output_padding, o.groups,
+                                 o.dilation);
     case 2:
-      return F::conv_transpose2d(input, weight, bias, o.stride, o.padding, o.output_padding,
-                                 o.groups, o.dilation);
+      return F::conv_transpose2d(input, weight, bias, o.stride, o.padding, output_padding, o.groups,
+                                 o.dilation);
     default:
-      return F::conv_transpose3d(input, weight, bias, o.stride, o.padding, o.output_padding,
-                                 o.groups, o.dilation);
+      return F::conv_transpose3d(input, weight, bias, o.stride, o.padding, output_padding, o.groups,
+                                 o.dilation);
   }
 }
 

@@ -92,6 +92,10 @@ struct ConvTransposeOptions {
 class ConvTransposeNd : public Module {
  public:
   Tensor forward(const Tensor& input) override;
+  // PyTorch's forward(input, output_size): the output's spatial size (its last dims; batch
+  // and channel entries may lead), chosen among the sizes this stride allows by an
+  // output_padding computed for the call. Other sizes are an error naming the valid range.
+  Tensor forward(const Tensor& input, IntList output_size);
   std::string extra_repr() const override;
   void reset_parameters();
 
