@@ -96,9 +96,10 @@ TEST(Recurrent, LengthsEqualRunningEachSequenceAlone) {
     Tensor alone = x.slice(0, n, n + 1).slice(1, 0, len);
     auto [y1, s1] = nn::call(lstm, alone, h0.slice(1, n, n + 1), c0.slice(1, n, n + 1));
     EXPECT_LE(max_diff(y.slice(0, n, n + 1).slice(1, 0, len), y1), 1e-6) << "sequence " << n;
-    if (len < 6)
+    if (len < 6) {
       EXPECT_EQ(y.slice(0, n, n + 1).slice(1, len, 6).abs().max().item<double>(), 0.0)
           << "zeros past the end of sequence " << n;
+    }
     EXPECT_LE(max_diff(state.first.slice(1, n, n + 1), s1.first), 1e-6) << "h_n of " << n;
     EXPECT_LE(max_diff(state.second.slice(1, n, n + 1), s1.second), 1e-6) << "c_n of " << n;
   }
