@@ -936,6 +936,7 @@ struct ConvPool : nn::Module {
 struct Lookups : nn::Module {
   Tensor table = register_parameter("table", randn({6, 3}));
   Tensor ids = register_buffer("ids", Tensor::from_vector<int64_t>({1, 0, 5, 2, 2, 4}, {2, 3}));
+  Tensor slots = register_buffer("slots", Tensor::from_vector<int64_t>({0, 2, 0, 1, 1, 2}, {2, 3}));
   Tensor forward(const Tensor& x) override {
     Tensor e = F::embedding(ids, table, 0) * x.unsqueeze(-1);
     Tensor hot = cast(F::one_hot(ids, 6), x.dtype());
@@ -945,7 +946,8 @@ struct Lookups : nn::Module {
              F::pad(x, {1, 2}, "replicate").flatten(), F::pad(x, {1, 1}, "circular").flatten(),
              sort(x, 0).values.flatten(), topk(x, 2, -1, false).values.flatten(), cumsum(x, 1).flatten(),
              cumprod(x, 0).flatten(), masked_select(x, x > 0, 3), cast(nonzero(x > 0, 2), x.dtype()).flatten(),
-             cast(bucketize(x, sort(table.select(1, 0)).values), x.dtype()).flatten()});
+             cast(bucketize(x, sort(table.select(1, 0)).values), x.dtype()).flatten(),
+             scatter_reduce(x, 1, slots, x * 2, "mean").flatten(), stack(unbind(x, 1), 0).flatten()});
     return debug_print(all, "lookups");  // printed through a quiet sink (see the test)
   }
   // Keeps debug_print's lines out of the test log.

@@ -62,6 +62,21 @@ Register views({
     make("select", "row", {{{{4, 6}}}},
          [](const std::vector<Tensor>& in) { return in[0].select(1, -2); },
          [](const std::vector<Ref>& r) { return gather_ref(r[0], {4}, [](IntList i) { return i[0] * 6 + 4; }); }),
+    // Every slice along dim 1, stacked back along dim 0 ([6, 4]: slice k is row k).
+    make("unbind", "stacked", {{{{4, 6}}}},
+         [](const std::vector<Tensor>& in) { return stack(unbind(in[0], 1), 0); },
+         [](const std::vector<Ref>& r) { return gather_ref(r[0], {6, 4}, [](IntList i) { return i[1] * 6 + i[0]; }); }),
+    // Two of the slices used, the others get no gradient (zeros in the stack).
+    make("unbind", "some_slices", {{{{3, 2, 5}}}},
+         [](const std::vector<Tensor>& in) {
+           std::vector<Tensor> rows = unbind(in[0], 0);
+           return rows[2] * 3 + rows[0];
+         },
+         [](const std::vector<Ref>& r) {
+           Ref out{Shape{2, 5}, std::vector<double>(10)};
+           for (size_t i = 0; i < 10; ++i) out.v[i] = r[0].v[20 + i] * 3 + r[0].v[i];
+           return out;
+         }),
     make("expand", "broadcast", {{{{3, 1}}}},
          [](const std::vector<Tensor>& in) { return in[0].expand({2, 3, 4}); },
          [](const std::vector<Ref>& r) { return gather_ref(r[0], {2, 3, 4}, [](IntList i) { return i[1]; }); }),

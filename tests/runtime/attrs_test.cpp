@@ -465,12 +465,14 @@ void run_sample(Generator& gen) {
   backward_of(x.reshape({5, 3}).permute({1, 0}) + x.transpose(0, 1).contiguous().view({3, 5}));
   backward_of(x.slice(1, 1, 4, 2).select(0, 1).unsqueeze(0).expand({2, 2}));
   backward_of(x.unsqueeze(0).squeeze(0) + x.unsqueeze(2).squeeze());
+  backward_of(stack(unbind(x, 1), 1));
   backward_of(as_strided(x, {2, 2}, {1, 2}, 1));
   backward_of(slice_scatter(x, leaf({1, 5}, gen), 0, 1, 2));
   Tensor index = tensor({0, 2, 1});
   Tensor index2d = tensor({0, 4, 1, 2, 3, 0}).reshape({3, 2});
   backward_of(cat({x, leaf({3, 2}, gen)}, 1));
   backward_of(gather(x, 1, index2d) + scatter_add(x, 1, index2d, leaf({3, 2}, gen)).slice(1, 0, 2));
+  backward_of(scatter_reduce(x, 1, index2d, leaf({3, 2}, gen), "amax", false) + scatter(x, 1, index2d, 0.5));
   backward_of(index_select(x, 0, index) + index_add(x, 0, index, leaf({3, 5}, gen)));
   backward_of(sort(x, 1, true).values + topk(x, 5, 1).values + cumsum(x, 0) + cumprod(x, 1));
   (void)searchsorted(sort(x, 1).values, x, false, true);

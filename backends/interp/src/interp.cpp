@@ -192,12 +192,13 @@ void Executable::run_control_flow(const ir::Node& node, std::span<const Tensor> 
                            args.begin() + static_cast<std::ptrdiff_t>(nc + nx));
     std::vector<std::vector<Tensor>> ys(outputs.size() - nc,
                                         std::vector<Tensor>(static_cast<size_t>(length)));
+    // Every step's slice from one unbind per xs entry: autograd then stacks their gradients
+    // once, where a select per step would give each step a full-size gradient.
+    std::vector<Tensors> steps;
+    for (size_t j = 0; j < nx; ++j) steps.push_back(dispatch(ops::unbind, TensorSpan(&xs[j], 1), ops::DimAttrs{}));
     for (int64_t step = 0; step < length; ++step) {
       const int64_t t = a.reverse ? length - 1 - step : step;
-      ops::SelectAttrs at;
-      at.index = t;
-      for (size_t j = 0; j < nx; ++j)
-        body_args[nc + j] = dispatch1(ops::select, TensorSpan(&xs[j], 1), at);
+      for (size_t j = 0; j < nx; ++j) body_args[nc + j] = steps[j][static_cast<size_t>(t)];
       std::vector<Tensor> next = run_region(0, body_args);
       std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(nc), body_args.begin());
       for (size_t k = 0; k < ys.size(); ++k) ys[k][static_cast<size_t>(t)] = next[nc + k];

@@ -138,6 +138,14 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
   return detail::call1(ops::squeeze, {x}, a);
 }
 
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  KILN_CHECK(x.defined(), "[unbind] got an undefined tensor.");
+  ops::DimAttrs a;
+  a.dim = dim;
+  Tensors out = detail::call(ops::unbind, TensorSpan(&x, 1), a);
+  return std::vector<Tensor>(out.begin(), out.end());
+}
+
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   ops::DimAttrs a;
   a.dim = dim;
@@ -243,6 +251,19 @@ Tensors vjp_as_strided(const VjpCall& c) {
   return one(reshape(flat, in_shape(c)));
 }
 Tensors vjp_clone(const VjpCall& c) { return one(g_of(c)); }
+// The slices' gradients stacked back along dim (zeros for slices that got none).
+Tensors vjp_unbind(const VjpCall& c) {
+  const TensorType& in = c.input_types[0];
+  const int64_t d = wrap_dim(static_cast<const ops::DimAttrs&>(c.attrs).dim, static_cast<int64_t>(in.shape.size()),
+                             "unbind");
+  Shape slice_shape = in.shape;
+  slice_shape.erase(slice_shape.begin() + d);
+  std::vector<Tensor> parts;
+  for (const Tensor& g : c.grad_outputs)
+    parts.push_back(g.defined() ? g : zeros(slice_shape, TensorOptions(in.dtype).with_device(in.device)));
+  return one(stack(parts, d));
+}
+
 Tensors vjp_slice_scatter(const VjpCall& c) {
   const auto& a = static_cast<const ops::SliceAttrs&>(c.attrs);
   const Tensor& g = g_of(c);
@@ -269,6 +290,7 @@ void register_view_vjps() {
   set_vjp(ops::as_strided, vjp_as_strided, {.inputs = 1});
   set_vjp(ops::clone, vjp_clone, kSavesNothing);
   set_vjp(ops::slice_scatter, vjp_slice_scatter, kSavesNothing);
+  set_vjp(ops::unbind, vjp_unbind, kSavesNothing);
 }
 
 }  // namespace detail

@@ -8,6 +8,7 @@
 #include "kiln/nn/module.h"
 #include "kiln/ops/control_flow.h"
 #include "kiln/tensor_ops/layout.h"
+#include "kiln/tensor_ops/view.h"
 #include "tracer.h"
 
 namespace kiln {
@@ -176,11 +177,15 @@ std::pair<TensorList, TensorList> scan(const ScanFn& fn, TensorList init, const 
     KILN_CHECK(length > 0,
                "[kiln::scan] xs has 0 steps, so the shapes of ys are unknown. Fix: "
                "scan over at least one step.");
+    // Every step's slice at once: one unbind per xs entry, whose gradient is one stack (a
+    // select per step would give every step a full-size gradient).
+    std::vector<std::vector<Tensor>> steps;
+    for (const Tensor& full : xs) steps.push_back(unbind(full, 0));
     std::vector<TensorList> ys;
     for (int64_t step = 0; step < length; ++step) {
       const int64_t t = options.reverse ? length - 1 - step : step;
       TensorList x;
-      for (const Tensor& full : xs) x.push_back(full.select(0, t));
+      for (const std::vector<Tensor>& slices : steps) x.push_back(slices[static_cast<size_t>(t)]);
       auto [next, y] = fn(init, x);
       check_same_types(carry_types, types_of(next, "scan", "carry result"), "scan", "the carry",
                        "fn");

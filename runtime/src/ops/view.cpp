@@ -156,6 +156,29 @@ void select_kernel(KernelCall& c) {
   c.outputs[0] = x.alias(c.output_types[0].shape, strides, x.storage_offset() + idx * x.strides()[d]);
 }
 
+void infer_unbind(InferCall& c) {
+  infer::check_arity(c, 1);
+  const Tensor& x = c.inputs[0];
+  KILN_CHECK(x.dim() > 0, "[unbind] cannot unbind a 0-d tensor.");
+  const int64_t d = wrap_dim(static_cast<const DimAttrs&>(c.attrs).dim, x.dim(), "unbind");
+  const int64_t n = x.sizes()[d];
+  KILN_CHECK(!holds_symbolic_size(n), "[unbind] dim ", d, " has a dynamic size, but unbind makes one output per "
+             "element of it. Fix: scan over the dim (kiln::scan), or keep it static.");
+  Shape out(x.sizes());
+  out.erase(out.begin() + d);
+  for (int64_t i = 0; i < n; ++i) push(c, out);
+}
+
+void unbind_kernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  const int64_t d = wrap_dim(static_cast<const DimAttrs&>(c.attrs).dim, x.dim(), "unbind");
+  Shape strides(x.strides());
+  strides.erase(strides.begin() + d);
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    c.outputs[i] = x.alias(c.output_types[i].shape, strides,
+                           x.storage_offset() + static_cast<int64_t>(i) * x.strides()[d]);
+}
+
 uint64_t squeeze_mask(const Tensor& x, const DimsAttrs& a) {
   uint64_t mask = 0;
   if (a.dims.empty()) {
@@ -302,6 +325,7 @@ OpDef expand("expand", {"x"}, infer_expand, V, attrs_of<ShapeAttrs>(), a_view(ex
 OpDef permute("permute", {"x"}, infer_permute, V, attrs_of<PermuteAttrs>(), a_view(permute_kernel));
 OpDef slice("slice", {"x"}, infer_slice, V, attrs_of<SliceAttrs>(), a_view(slice_kernel));
 OpDef select("select", {"x"}, infer_select, V, attrs_of<SelectAttrs>(), a_view(select_kernel));
+OpDef unbind("unbind", {"x"}, infer_unbind, V, attrs_of<DimAttrs>(), a_view(unbind_kernel));
 OpDef squeeze("squeeze", {"x"}, infer_squeeze, V, attrs_of<DimsAttrs>(), a_view(squeeze_kernel));
 OpDef unsqueeze("unsqueeze", {"x"}, infer_unsqueeze, V, attrs_of<DimAttrs>(),
                 a_view(unsqueeze_kernel));

@@ -1,6 +1,8 @@
 // Views and copies as free functions (Tensor has the same as methods).
 #pragma once
 
+#include <vector>
+
 #include "kiln/tensor.h"
 
 namespace kiln {
@@ -12,6 +14,8 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
+// Every select along dim, as views (torch.unbind). Its gradient is one stack.
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
 Tensor expand(const Tensor& x, IntList sizes);
 Tensor broadcast_to(const Tensor& x, IntList sizes);
 Tensor squeeze(const Tensor& x);

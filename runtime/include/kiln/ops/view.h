@@ -43,6 +43,11 @@ struct SelectAttrs : AttrsOf<SelectAttrs> {
   template <class V> void fields(V& v) { v("dim", dim), v("index", index); }
 };
 extern OpDef select;
+// unbind(x) -> x.select(dim, 0), ..., x.select(dim, n - 1): every slice along DimAttrs::dim
+// as a view, from one op, so autograd sees one node whose gradient stacks the slices'
+// gradients; n selects would give each slice a full-size gradient (n² work for a scan over
+// a long sequence). The dim's size must be known (not symbolic): it is the output count.
+extern OpDef unbind;
 
 struct DimsAttrs : AttrsOf<DimsAttrs> {
   Shape dims;
