@@ -65,6 +65,8 @@ const char* scalar_op_name(ScalarOp op) {
       return "ceil";
     case ScalarOp::RoundEven:
       return "round_even";
+    case ScalarOp::Atan2:
+      return "atan2";
   }
   return "?";
 }

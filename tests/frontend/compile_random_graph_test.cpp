@@ -212,7 +212,7 @@ class ProgramBuilder {
   }
 
   bool unary(const Tensor& x) {
-    switch (rng_.below(27)) {
+    switch (rng_.below(28)) {
       case 0:
         push(neg(x));
         break;
@@ -295,6 +295,9 @@ class ProgramBuilder {
       case 25:
         push(rng_.coin() ? x * rng_.uniform(-3, 3) : 1.5 - x);
         break;
+      case 26:
+        push(erfinv(tanh(x) * 0.9));
+        break;
       default:
         push(x / 4 + 2);
         break;
@@ -303,7 +306,7 @@ class ProgramBuilder {
   }
 
   bool binary(const Tensor& x, const Tensor& y) {
-    switch (rng_.below(9)) {
+    switch (rng_.below(10)) {
       case 0:
         push(add(x, y));
         break;
@@ -327,6 +330,9 @@ class ProgramBuilder {
         break;
       case 7:
         push(minimum(x, y));
+        break;
+      case 8:
+        push(atan2(x, abs(y) + 0.5));
         break;
       default:
         push(where(x > y, x, y * 0.5));

@@ -49,6 +49,12 @@ double gelu_tanh_ref(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 double sign_ref(double x) { return (x > 0) - (x < 0); }
+// erf inverted by bisection (the test inputs stay inside (-0.9, 0.9)).
+double erfinv_ref(double y) {
+  double lo = -6, hi = 6;
+  for (int i = 0; i < 200; ++i) (std::erf((lo + hi) / 2) < y ? lo : hi) = (lo + hi) / 2;
+  return (lo + hi) / 2;
+}
 
 Register elementwise({
     unary("neg", [](const Tensor& x) { return -x; }, [](double x) { return -x; }),
@@ -80,6 +86,7 @@ Register elementwise({
     unary("elu", [](const Tensor& x) { return kiln::elu(x, 1.5); },
           [](double x) { return x > 0 ? x : 1.5 * std::expm1(x); }, Gen::NonZero),
     unary("erf", kiln::erf, [](double x) { return std::erf(x); }),
+    unary("erfinv", kiln::erfinv, erfinv_ref, Gen::Unit),
     unary("square", kiln::square, [](double x) { return x * x; }),
     with_dtypes(unary("square", kiln::square, [](double x) { return x * x; }, Gen::Int), kInts, "ints"),
     unary("reciprocal", kiln::reciprocal, [](double x) { return 1 / x; }, Gen::NonZero),
@@ -143,6 +150,14 @@ Register elementwise({
     binary("div", kiln::div, [](double a, double b) { return a / b; }, Gen::Uniform, Gen::NonZero),
     binary("pow", [](const Tensor& a, const Tensor& b) { return kiln::pow(a, b); },
            [](double a, double b) { return std::pow(a, b); }, Gen::Positive, Gen::Uniform),
+    binary("atan2", kiln::atan2, [](double a, double b) { return std::atan2(a, b); }, Gen::Uniform,
+           Gen::NonZero),
+    [] {  // every quadrant, the axes and the origin's neighbourhood (gradients stay finite)
+      OpCase c = binary("atan2", kiln::atan2, [](double a, double b) { return std::atan2(a, b); },
+                        Gen::NonZero, Gen::Uniform);
+      c.label = "quadrants";
+      return c;
+    }(),
     binary("maximum", kiln::maximum, [](double a, double b) { return std::max(a, b); }),
     binary("minimum", kiln::minimum, [](double a, double b) { return std::min(a, b); }),
     with_dtypes(binary("maximum", kiln::maximum, [](double a, double b) { return std::max(a, b); }, Gen::Int, Gen::Int),

@@ -250,6 +250,32 @@ TEST(SearchSorted, BadArgumentsNameTheFix) {
                {"[searchsorted] expected the sorted sequence and the values to have one numeric dtype"});
 }
 
+// torch.histc's numbers, including its range from the data and for constant data.
+TEST(Histc, FollowsPyTorch) {
+  auto counts = [](const Tensor& t) { return t.to_vector<double>(); };
+  using V = std::vector<double>;
+  EXPECT_EQ(counts(histc(Tensor::from_vector<float>({1, 2, 1}, {3}), 4, 0, 3)), (V{0, 2, 1, 0}));
+  EXPECT_EQ(counts(histc(Tensor::from_vector<float>({0, 0.5, 2.9, 3, -1, 4, 1.5}, {7}), 3, 0, 3)),
+            (V{2, 1, 2}));
+  EXPECT_EQ(counts(histc(Tensor::from_vector<float>({2, 5, 3, 3, 9}, {5}), 4)), (V{3, 1, 0, 1}));
+  EXPECT_EQ(counts(histc(Tensor::from_vector<float>({7, 7, 7}, {3}), 4)), (V{0, 0, 3, 0}));
+  Tensor f64 = histc(Tensor::from_vector<double>({0.1, 0.2, 0.3}, {3}), 3, 0.1, 0.3);
+  EXPECT_EQ(f64.dtype(), kFloat64);
+  EXPECT_EQ(counts(f64), (V{1, 1, 1}));
+  EXPECT_EQ(counts(histc(Tensor::from_vector<float>({1, kNaN, 2}, {3}), 2, 0, 2)), (V{0, 2}));
+  // Against counting by hand, on a matrix (histc flattens it).
+  Tensor x = randn({40, 25});
+  std::vector<double> want(10, 0);
+  for (float v : x.to_vector<float>())  // in float32, as kiln computes the bin
+    if (v >= -1.5f && v <= 2.f) want[std::min<size_t>(9, static_cast<size_t>((v + 1.5f) * 10.f / 3.5f))] += 1;
+  EXPECT_EQ(counts(histc(x, 10, -1.5, 2)), want);
+  expect_error([] { histc(Tensor::from_vector<float>({1, kNaN}, {2}), 3); },
+               {"[histc] the range [nan, nan] is not finite"});
+  expect_error([] { histc(zeros({3}), 0); }, {"[histc] expected bins > 0, got 0"});
+  expect_error([] { histc(zeros({3}), 5, 2, 1); }, {"[histc] expected min <= max, got min=2, max=1"});
+  expect_error([] { histc(zeros({3}, kInt64), 5); }, {"[histc] expected a floating tensor, got int64[3]"});
+}
+
 TEST(Sort, NanRanksAboveEveryNumberAndTiesKeepTheirOrder) {
   const Tensor x = Tensor::from_vector<double>({3, kNaN, 1, kNaN, 1, -kNaN, 2}, {7});
   auto [up, up_at] = sort(x);

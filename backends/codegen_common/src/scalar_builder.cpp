@@ -295,23 +295,25 @@ mlir::Value MlirScalarBuilder::floating_unary(ScalarOp op, mlir::Value x, DType 
   }
 }
 
-// A call to the C library's `name` (float64), declared once per module; on vectors one
-// call per lane (there is no vector libm to call).
-mlir::Value MlirScalarBuilder::libm_call(const std::string& name, mlir::Value x) {
-  mlir::Type element = mlir::getElementTypeOrSelf(x.getType());
+// A call to the C library's `name` (float64; one argument per operand), declared once per
+// module; on vectors one call per lane (there is no vector libm to call).
+mlir::Value MlirScalarBuilder::libm_call(const std::string& name, mlir::ValueRange args) {
+  mlir::Type element = mlir::getElementTypeOrSelf(args[0].getType());
   auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);
   if (!fn) {
     mlir::OpBuilder decl = mlir::OpBuilder::atBlockBegin(module_.getBody());
-    fn = decl.create<mlir::func::FuncOp>(loc_, name, decl.getFunctionType({element}, {element}));
+    llvm::SmallVector<mlir::Type, 2> params(args.size(), element);
+    fn = decl.create<mlir::func::FuncOp>(loc_, name, decl.getFunctionType(params, {element}));
     fn.setPrivate();
   }
-  auto vector = mlir::dyn_cast<mlir::VectorType>(x.getType());
-  if (!vector) return b_.create<mlir::func::CallOp>(loc_, fn, mlir::ValueRange{x}).getResult(0);
+  auto vector = mlir::dyn_cast<mlir::VectorType>(args[0].getType());
+  if (!vector) return b_.create<mlir::func::CallOp>(loc_, fn, args).getResult(0);
   mlir::Value out = b_.create<mlir::LLVM::PoisonOp>(loc_, vector);
   for (int64_t i = 0; i < vector.getNumElements(); ++i) {
     mlir::Value lane = b_.create<mlir::arith::ConstantOp>(loc_, b_.getI64IntegerAttr(i));
-    mlir::Value in = b_.create<mlir::LLVM::ExtractElementOp>(loc_, x, lane);
-    mlir::Value r = b_.create<mlir::func::CallOp>(loc_, fn, mlir::ValueRange{in}).getResult(0);
+    llvm::SmallVector<mlir::Value, 2> lanes;
+    for (mlir::Value arg : args) lanes.push_back(b_.create<mlir::LLVM::ExtractElementOp>(loc_, arg, lane));
+    mlir::Value r = b_.create<mlir::func::CallOp>(loc_, fn, lanes).getResult(0);
     out = b_.create<mlir::LLVM::InsertElementOp>(loc_, out, r, lane);
   }
   return out;
@@ -335,6 +337,15 @@ mlir::Value MlirScalarBuilder::arithmetic(ScalarOp op, DType t, mlir::Value x, m
         return b_.create<arith::MinimumFOp>(loc_, x, y);
       case ScalarOp::Pow:
         return b_.create<mlir::math::PowFOp>(loc_, x, y);
+      // On the CPU libm's, one call per lane: MLIR 19's float32 approximation gets signed zeros
+      // and infinities wrong (tests/frontend/special_functions_test.cpp), and float64 has
+      // neither an approximation nor an LLVM intrinsic. libdevice's elsewhere.
+      case ScalarOp::Atan2:
+        if (math_ == MathLibrary::Cpu) {
+          llvm::SmallVector<mlir::Value, 2> xy = {x, y};
+          return libm_call(t == DType::Float64 ? "atan2" : "atan2f", xy);
+        }
+        return b_.create<mlir::math::Atan2Op>(loc_, x, y);
       default:
         return {};
     }

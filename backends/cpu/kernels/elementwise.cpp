@@ -87,6 +87,46 @@ KILN_FLOAT_UNARY(erf, std::erf(x), Eigen::erf(x))
 KILN_FLOAT_UNARY(reciprocal, T(1) / x, x.inverse())
 #undef KILN_FLOAT_UNARY
 
+// The steps of erfinv's scalar body (runtime/src/ops/scalar_bodies.cpp), in T, taking only
+// the branch the body's selects keep.
+template <class T>
+T erfinv_of(T y) {
+  namespace steps = ops::erfinv_steps;
+  auto horner = [](T w, const auto& coefficients) {
+    T p = static_cast<T>(coefficients[0]);
+    for (size_t k = 1; k < coefficients.size(); ++k) p = static_cast<T>(coefficients[k]) + p * w;
+    return p;
+  };
+  const T a = std::abs(y), q = T(1) - a;
+  const T w = -std::log(q * (T(1) + a));
+  T r = (w < T(5) ? horner(w - T(2.5), steps::kCentre) : horner(std::sqrt(w) - T(3), steps::kTail)) * a;
+  if constexpr (std::is_same_v<T, double>) {
+    const T minus_log_q = -std::log(q);
+    if (!(w < steps::kAsymptoticFrom))
+      r = std::sqrt(minus_log_q - 0.5 * std::log(M_PI * minus_log_q));
+    for (int step = 0; step < steps::kNewtonSteps; ++step) {
+      if (r < steps::kTailFrom) {
+        r = r - (std::erf(r) - a) / (M_2_SQRTPI * std::exp(-(r * r)));
+      } else {
+        T t = r;
+        for (int k = steps::kFractionTerms; k >= 1; --k) t = r + (k / 2.0) / t;
+        const T fraction = 1 / t;
+        const T log_erfc = (-(r * r) - 0.5 * std::log(M_PI)) + std::log(fraction);
+        r = r + (log_erfc + minus_log_q) * (fraction * 0.5);
+      }
+    }
+  }
+  if (std::abs(y) == T(1)) return y * std::numeric_limits<T>::infinity();
+  if (y == T(0)) return y;
+  return y < T(0) ? -r : r;
+}
+void erfinv_kernel(KernelCall& c) {
+  floating_unary(c, [&](auto tag) {
+    using T = decltype(tag);
+    unary_loop<T, T>(c.outputs[0], c.inputs[0], [](T y) { return erfinv_of(y); });
+  });
+}
+
 #define KILN_NUMERIC_UNARY(NAME, SCALAR)                                         \
   void NAME##_kernel(KernelCall& c) {                                            \
     numeric_unary(c, [&](auto tag) {                                             \
@@ -250,6 +290,9 @@ void sub_kernel(KernelCall& c) {
 }
 void div_kernel(KernelCall& c) { binary_same(c, [](auto a, auto b) { return a / b; }, false); }
 void pow_kernel(KernelCall& c) { binary_same(c, [](auto a, auto b) { return std::pow(a, b); }, false); }
+void atan2_kernel(KernelCall& c) {
+  binary_same(c, [](auto a, auto b) { return std::atan2(a, b); }, false);
+}
 
 // maximum/minimum propagate NaN, like PyTorch.
 void maximum_kernel(KernelCall& c) {
@@ -339,6 +382,7 @@ void register_elementwise_kernels() {
   set(ops::relu, relu_kernel);
   set(ops::silu, silu_kernel);
   set(ops::erf, erf_kernel);
+  set(ops::erfinv, erfinv_kernel);
   set(ops::square, square_kernel);
   set(ops::reciprocal, reciprocal_kernel);
   set(ops::sign, sign_kernel);
@@ -356,6 +400,7 @@ void register_elementwise_kernels() {
   set(ops::mul, mul_kernel);
   set(ops::div, div_kernel);
   set(ops::pow, pow_kernel);
+  set(ops::atan2, atan2_kernel);
   set(ops::maximum, maximum_kernel);
   set(ops::minimum, minimum_kernel);
   set(ops::eq, eq_kernel);

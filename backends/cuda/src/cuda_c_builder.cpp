@@ -221,6 +221,8 @@ ScalarValue CudaCBuilder::binary(ScalarOp op, ScalarValue a, ScalarValue b) {
       }
       case ScalarOp::Pow:
         return define(t, std::string(single ? "powf" : "pow") + "(" + x + ", " + y + ")");
+      case ScalarOp::Atan2:
+        return define(t, std::string(single ? "atan2f" : "atan2") + "(" + x + ", " + y + ")");
       default:
         break;
     }

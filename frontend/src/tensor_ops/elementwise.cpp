@@ -104,6 +104,7 @@ Tensor sigmoid(const Tensor& x) { return floating_unary(ops::sigmoid, x); }
 Tensor relu(const Tensor& x) { return unary(ops::relu, x); }
 Tensor silu(const Tensor& x) { return floating_unary(ops::silu, x); }
 Tensor erf(const Tensor& x) { return floating_unary(ops::erf, x); }
+Tensor erfinv(const Tensor& x) { return floating_unary(ops::erfinv, x); }
 Tensor square(const Tensor& x) { return unary(ops::square, x.dtype() == DType::Bool ? cast(x, kInt64) : x); }
 Tensor reciprocal(const Tensor& x) { return floating_unary(ops::reciprocal, x); }
 Tensor sign(const Tensor& x) { return unary(ops::sign, x); }
@@ -163,6 +164,7 @@ Tensor pow(const Tensor& x, Scalar exponent) {
   return floating_unary(ops::pow_scalar, x, a);
 }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(ops::pow, a, b, true); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary(ops::atan2, a, b, true); }
 Tensor cast(const Tensor& x, DType dtype) {
   ops::CastAttrs a;
   a.dtype = dtype;
@@ -267,6 +269,10 @@ Tensors vjp_silu(const VjpCall& c) {
 Tensors vjp_erf(const VjpCall& c) {
   return one(g_of(c) * (exp(-square(x_of(c))) * (2.0 / std::sqrt(M_PI))));
 }
+// d/dy erfinv(y) = sqrt(pi) / 2 * exp(erfinv(y)^2).
+Tensors vjp_erfinv(const VjpCall& c) {
+  return one(g_of(c) * (exp(square(y_of(c))) * (std::sqrt(M_PI) / 2)));
+}
 Tensors vjp_square(const VjpCall& c) { return one(g_of(c) * x_of(c) * 2); }
 Tensors vjp_reciprocal(const VjpCall& c) { return one(-g_of(c) / square(x_of(c))); }
 Tensors vjp_zero(const VjpCall& c) { return one(zeros_like(g_of(c))); }
@@ -334,6 +340,12 @@ Tensors vjp_pow(const VjpCall& c) {
   }
   return two(c, ga, gb);
 }
+// d atan2(a, b) = (b da - a db) / (a^2 + b^2); NaN at the origin, as in PyTorch.
+Tensors vjp_atan2(const VjpCall& c) {
+  const Tensor &g = g_of(c), &a = c.inputs[0], &b = c.inputs[1];
+  Tensor scale = g / (square(a) + square(b));
+  return two(c, c.needs(0) ? scale * b : Tensor(), c.needs(1) ? -(scale * a) : Tensor());
+}
 // Ties split the gradient equally, as in PyTorch.
 Tensors vjp_max_min(const VjpCall& c, bool is_max) {
   const Tensor &g = g_of(c), &a = c.inputs[0], &b = c.inputs[1];
@@ -370,6 +382,7 @@ void register_elementwise_vjps() {
   set_vjp(ops::relu, vjp_relu);
   set_vjp(ops::silu, vjp_silu);
   set_vjp(ops::erf, vjp_erf);
+  set_vjp(ops::erfinv, vjp_erfinv, kSavesOutput);
   set_vjp(ops::square, vjp_square);
   set_vjp(ops::reciprocal, vjp_reciprocal);
   set_vjp(ops::sign, vjp_zero, kSavesNothing);
@@ -387,6 +400,7 @@ void register_elementwise_vjps() {
   set_vjp(ops::mul, vjp_mul);
   set_vjp(ops::div, vjp_div);
   set_vjp(ops::pow, vjp_pow);
+  set_vjp(ops::atan2, vjp_atan2);
   set_vjp(ops::maximum, vjp_maximum);
   set_vjp(ops::minimum, vjp_minimum);
   // where's vjp reads only the condition.

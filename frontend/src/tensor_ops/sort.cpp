@@ -1,12 +1,15 @@
 // sort, argsort, msort, topk and kthvalue, and the vjps of sort and topk.
 #include "kiln/tensor_ops/sort.h"
 
+#include <cmath>
+
 #include "../call.h"
 #include "../vjp_registry.h"
 #include "kiln/ops/sort.h"
 #include "kiln/tensor_ops/elementwise.h"
 #include "kiln/tensor_ops/factory.h"
 #include "kiln/tensor_ops/layout.h"
+#include "kiln/tensor_ops/reduction.h"
 #include "kiln/tensor_ops/view.h"
 
 namespace kiln {
@@ -69,6 +72,30 @@ Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32, bool
              boundaries.defined() ? boundaries.type_str() : std::string("an undefined tensor"),
              ". Fix: flatten them, or use searchsorted for one sorted line per row.");
   return searchsorted(boundaries, x, out_int32, right);
+}
+
+// Composed: each element's bin index, then one scatter_add of the in-range mask.
+Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
+  KILN_CHECK(x.defined() && is_floating(x.dtype()), "[histc] expected a floating tensor, got ",
+             x.defined() ? x.type_str() : std::string("an undefined tensor"),
+             ". Fix: convert it first (x.to(kiln::kFloat32)).");
+  KILN_CHECK(bins > 0, "[histc] expected bins > 0, got ", bins, ". Fix: pass a positive count.");
+  KILN_CHECK(min <= max, "[histc] expected min <= max, got min=", min, ", max=", max,
+             ". Fix: swap them, or pass min == max to use the data's range.");
+  const Tensor values = x.detach().flatten();
+  if (min == max && values.numel() > 0) {
+    min = amin(values).item<double>();
+    max = amax(values).item<double>();
+  }
+  if (min == max) min -= 1, max += 1;  // PyTorch's range for constant data
+  KILN_CHECK(std::isfinite(min) && std::isfinite(max), "[histc] the range [", min, ", ", max,
+             "] is not finite. Fix: pass finite min and max (the data holds inf or NaN).");
+  Tensor in_range = logical_and(values >= min, values <= max);
+  Tensor bin = floor((values - min) * static_cast<double>(bins) / (max - min));
+  // max itself is in the last bin; elements out of range (NaN too) count 0 into bin 0.
+  bin = where(in_range, clamp(bin, 0, bins - 1), 0.0).to(kInt64);
+  return scatter_add(zeros({bins}, TensorOptions(x.dtype()).with_device(x.device())), 0, bin,
+                     in_range.to(x.dtype()));
 }
 
 ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted: always*/) {

@@ -54,6 +54,8 @@ enum class ScalarOp : uint8_t {
   Floor,
   Ceil,
   RoundEven,  // floating only (RoundEven: half to even, as std::nearbyint)
+  // binary, floating only (after the unary ones so that the older numbering stays)
+  Atan2,  // atan2(a, b): the angle of the point (b, a), in [-pi, pi]
 };
 const char* scalar_op_name(ScalarOp op);
 

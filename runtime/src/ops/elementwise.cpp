@@ -88,6 +88,8 @@ OpDef sigmoid("sigmoid", {"x"}, floating_unary, E,
 OpDef relu("relu", {"x"}, numeric_unary, E, {.scalar_body = body::relu});
 OpDef silu("silu", {"x"}, floating_unary, E, {.scalar_body = body::silu, .numerics = kApproximate});
 OpDef erf("erf", {"x"}, floating_unary, E, {.scalar_body = body::erf, .numerics = kApproximate});
+OpDef erfinv("erfinv", {"x"}, floating_unary, E,
+             {.scalar_body = body::erfinv, .numerics = kApproximate});
 OpDef square("square", {"x"}, numeric_unary, E, {.scalar_body = body::square});
 OpDef reciprocal("reciprocal", {"x"}, floating_unary, E, {.scalar_body = body::reciprocal});
 OpDef sign("sign", {"x"}, numeric_unary, E, {.scalar_body = body::sign});
@@ -111,6 +113,8 @@ OpDef mul("mul", {"a", "b"}, infer::broadcast_same_dtype, E, {.scalar_body = bod
 OpDef div("div", {"a", "b"}, floating_binary, E, {.scalar_body = body::div});
 OpDef pow("pow", {"a", "b"}, floating_binary, E,
           {.scalar_body = body::pow, .numerics = kApproximate});
+OpDef atan2("atan2", {"a", "b"}, floating_binary, E,
+            {.scalar_body = body::atan2, .numerics = kApproximate});
 OpDef maximum("maximum", {"a", "b"}, infer::broadcast_same_dtype, E,
               {.scalar_body = body::maximum});
 OpDef minimum("minimum", {"a", "b"}, infer::broadcast_same_dtype, E,

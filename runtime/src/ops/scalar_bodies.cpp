@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <span>
 #include <optional>
 
 #include "kiln/ops/elementwise.h"
@@ -240,6 +242,54 @@ ScalarValue pow_scalar(ScalarBuilder& b, const Attrs& attrs, Operands x) {
   return bin(b, ScalarOp::Pow, x[0], b.like(x[0], e));
 }
 
+// Inverse of erf (see ops::erfinv_steps). Float32 keeps Giles's approximation (within a few
+// ulp). Float64 refines it with Newton steps: on erf(x) = |y| in the centre, where erf keeps
+// its digits; from x = kTailFrom on log(erfc(x)) = log(1 - |y|), since erf(x) - |y| near 1
+// would carry erf's rounding over its tiny slope. erfc(x) = exp(-x^2) / sqrt(pi) * K(x), with
+// K Laplace's continued fraction 1 / (x + (1/2) / (x + 1 / (x + (3/2) / ...))), so the step
+// x += (log erfc(x) - log(1 - |y|)) * K / 2 needs no exp. Within 1e-15 relative everywhere
+// (tests/frontend/special_functions_test.cpp).
+ScalarValue erfinv(ScalarBuilder& b, const Attrs&, Operands x) {
+  namespace steps = erfinv_steps;
+  const ScalarValue y = x[0];
+  auto c = [&](double v) { return b.like(y, v); };
+  auto lt = [&](ScalarValue u, ScalarValue v) { return bin(b, ScalarOp::Lt, u, v); };
+  auto log = [&](ScalarValue v) { return un(b, ScalarOp::Log, v); };
+  auto sqrt = [&](ScalarValue v) { return un(b, ScalarOp::Sqrt, v); };
+  auto horner = [&](ScalarValue w, std::span<const double> coefficients) {
+    ScalarValue p = c(coefficients[0]);
+    for (double k : coefficients.subspan(1)) p = b.add(c(k), b.mul(p, w));
+    return p;
+  };
+  const ScalarValue a = un(b, ScalarOp::Abs, y), q = b.sub(c(1), a);
+  const ScalarValue w = un(b, ScalarOp::Neg, log(b.mul(q, b.add(c(1), a))));
+  ScalarValue r = b.mul(b.select(lt(w, c(5)), horner(b.sub(w, c(2.5)), steps::kCentre),
+                                 horner(b.sub(sqrt(w), c(3)), steps::kTail)),
+                        a);
+  if (b.dtype(y) == DType::Float64) {
+    const ScalarValue minus_log_q = un(b, ScalarOp::Neg, log(q));
+    ScalarValue asymptote =
+        sqrt(b.sub(minus_log_q, b.mul(c(0.5), log(b.mul(c(M_PI), minus_log_q)))));
+    r = b.select(lt(w, c(steps::kAsymptoticFrom)), r, asymptote);
+    for (int step = 0; step < steps::kNewtonSteps; ++step) {
+      ScalarValue slope = b.mul(c(M_2_SQRTPI), un(b, ScalarOp::Exp, un(b, ScalarOp::Neg, b.mul(r, r))));
+      ScalarValue centre = b.sub(r, b.div(b.sub(un(b, ScalarOp::Erf, r), a), slope));
+      ScalarValue t = r;
+      for (int k = steps::kFractionTerms; k >= 1; --k) t = b.add(r, b.div(c(k / 2.0), t));
+      ScalarValue fraction = b.div(c(1), t);
+      ScalarValue log_erfc = b.add(b.sub(un(b, ScalarOp::Neg, b.mul(r, r)), c(0.5 * std::log(M_PI))),
+                                   log(fraction));
+      ScalarValue tail = b.add(r, b.mul(b.add(log_erfc, minus_log_q), b.mul(fraction, c(0.5))));
+      r = b.select(lt(r, c(steps::kTailFrom)), centre, tail);
+    }
+  }
+  // The sign back (y itself for +-0, keeping -0), and +-inf at +-1.
+  ScalarValue signed_r = b.select(lt(y, c(0)), un(b, ScalarOp::Neg, r), r);
+  signed_r = b.select(bin(b, ScalarOp::Eq, y, c(0)), y, signed_r);
+  ScalarValue edge = bin(b, ScalarOp::Eq, a, c(1));
+  return b.select(edge, b.mul(y, c(std::numeric_limits<double>::infinity())), signed_r);
+}
+
 // The eager cast converts float16 and bfloat16 through float32, both ways (so float64 and
 // integers reach float16 by two roundings), and tests a float64 for != 0 after rounding it
 // to float32 (so 1e-50 casts to false). Both are matched here.
@@ -276,6 +326,9 @@ ScalarValue div(ScalarBuilder& b, const Attrs&, Operands x) {
 }
 ScalarValue pow(ScalarBuilder& b, const Attrs&, Operands x) {
   return bin(b, ScalarOp::Pow, x[0], x[1]);
+}
+ScalarValue atan2(ScalarBuilder& b, const Attrs&, Operands x) {
+  return bin(b, ScalarOp::Atan2, x[0], x[1]);
 }
 ScalarValue maximum(ScalarBuilder& b, const Attrs&, Operands x) {
   DType t = b.dtype(x[0]);

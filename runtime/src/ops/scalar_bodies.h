@@ -14,8 +14,8 @@ using Body = std::remove_pointer_t<ScalarBodyFn>;
 // Each computes what the op's eager CPU kernel (backends/cpu/kernels/elementwise.cpp)
 // computes, bit for bit except where scalar_bodies.cpp says otherwise.
 Body neg, abs, exp, log, log1p, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, silu, erf, square,
-    reciprocal, sign, floor, ceil, round, gelu, leaky_relu, elu, clamp, pow_scalar, cast;
-Body add, sub, mul, div, pow, maximum, minimum;
+    reciprocal, sign, floor, ceil, round, gelu, leaky_relu, elu, clamp, pow_scalar, cast, erfinv;
+Body add, sub, mul, div, pow, atan2, maximum, minimum;
 Body eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, where;
 
 // The elementwise loss (ops/loss.h, backends/cpu/kernels/loss.cpp): 2 operands, or 3 with

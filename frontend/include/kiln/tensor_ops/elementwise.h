@@ -36,6 +36,9 @@ Tensor silu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor elu(const Tensor& x, double alpha = 1.0);
 Tensor erf(const Tensor& x);
+// The inverse of erf on [-1, 1] (+-inf at +-1, NaN outside); float32 within a few ulp,
+// float64 within about 1e-15 relative except near +-1 (docs/modules.md has the figures).
+Tensor erfinv(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor sign(const Tensor& x);
@@ -55,6 +58,9 @@ Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1);
 Tensor pow(const Tensor& x, Scalar exponent);
 Tensor pow(const Tensor& a, const Tensor& b);
+// The angle of the point (b, a) in [-pi, pi] (std::atan2(a, b) elementwise); integers
+// become float32.
+Tensor atan2(const Tensor& a, const Tensor& b);
 Tensor cast(const Tensor& x, DType dtype);
 
 Tensor add(const Tensor& a, const Tensor& b);

@@ -48,4 +48,10 @@ Tensor searchsorted(const Tensor& sorted_sequence, Scalar value, bool out_int32 
 // boundaries[i].
 Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool out_int32 = false, bool right = false);
 
+// A histogram of x's elements (floating) in `bins` equal bins over [min, max], as PyTorch's
+// histc: elements outside (and NaN) are not counted, max itself falls in the last bin, and
+// min == max takes the data's own range (a host read: under compile, a graph break). The
+// counts have x's dtype. Not differentiable.
+Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0);
+
 }  // namespace kiln

@@ -92,7 +92,7 @@ class MlirScalarBuilder final : public ScalarBuilder {
   mlir::Value bool_const(bool v);
   mlir::Value zero_of(mlir::Type type);
   mlir::Value floating_unary(ScalarOp op, mlir::Value x, DType t);
-  mlir::Value libm_call(const std::string& name, mlir::Value x);
+  mlir::Value libm_call(const std::string& name, mlir::ValueRange args);
   mlir::Value arithmetic(ScalarOp op, DType t, mlir::Value x, mlir::Value y);
 
   mlir::OpBuilder& b_;
