@@ -181,6 +181,27 @@ Tensor::operator bool() const {
 
 namespace detail {
 
+std::atomic<int> tensor_remaps_active{0};
+
+namespace {
+thread_local const TensorRemap* this_threads_remap = nullptr;
+}  // namespace
+
+std::shared_ptr<TensorImpl> clone_remap(const std::shared_ptr<TensorImpl>& impl) {
+  if (!this_threads_remap || !impl) return impl;  // another thread is cloning
+  std::shared_ptr<TensorImpl> copy = this_threads_remap->find(impl.get());
+  return copy ? copy : impl;
+}
+
+TensorRemapScope::TensorRemapScope(const TensorRemap& remap) : previous_(this_threads_remap) {
+  this_threads_remap = &remap;
+  tensor_remaps_active.fetch_add(1);
+}
+TensorRemapScope::~TensorRemapScope() {
+  this_threads_remap = previous_;
+  tensor_remaps_active.fetch_sub(1);
+}
+
 void read_elements(const Tensor& device_tensor, DType as, void* out, SourceLoc loc) {
   KILN_CHECK(device_tensor.defined(), "Tensor::to_vector: the tensor is undefined.");
   if (device_tensor.impl()->symbolic) concretize(device_tensor, "to_vector()", loc);

@@ -6,6 +6,7 @@
 // every op goes through dispatch; the deployable runtime never calls them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -88,10 +89,50 @@ struct TensorImpl {
   }
 };
 
+namespace detail {
+// How nn::Module::clone() gives a copied module's Tensor members its own state: while a
+// clone runs on some thread, tensor_remaps_active is non-zero and a Tensor copied on that
+// thread asks clone_remap() for the copy of what it points at (the original tensor when it
+// is not the cloned module's state). Otherwise a copy costs one relaxed load more.
+extern std::atomic<int> tensor_remaps_active;
+std::shared_ptr<TensorImpl> clone_remap(const std::shared_ptr<TensorImpl>& impl);
+// What a clone installs: the copy of `impl`, or nullptr when it has none.
+class TensorRemap {
+ public:
+  virtual std::shared_ptr<TensorImpl> find(const TensorImpl* impl) const = 0;
+
+ protected:
+  ~TensorRemap() = default;
+};
+// Makes `remap` this thread's for the scope's lifetime (scopes nest).
+class TensorRemapScope {
+ public:
+  explicit TensorRemapScope(const TensorRemap& remap);
+  ~TensorRemapScope();
+  TensorRemapScope(const TensorRemapScope&) = delete;
+  TensorRemapScope& operator=(const TensorRemapScope&) = delete;
+
+ private:
+  const TensorRemap* previous_;
+};
+inline std::shared_ptr<TensorImpl> copy_of(const std::shared_ptr<TensorImpl>& impl) {
+  if (tensor_remaps_active.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    return clone_remap(impl);
+  return impl;
+}
+}  // namespace detail
+
 class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor& other) : impl_(detail::copy_of(other.impl_)) {}
+  Tensor(Tensor&& other) noexcept = default;
+  Tensor& operator=(const Tensor& other) {
+    impl_ = detail::copy_of(other.impl_);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& other) noexcept = default;
 
   // ---- construction (runtime) ----
   // Uninitialized contiguous tensor.

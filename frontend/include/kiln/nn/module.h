@@ -19,6 +19,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -75,6 +76,7 @@ namespace detail {
 struct HookTable;
 struct TreeIndex;
 class CallScope;
+class CloneContext;
 }  // namespace detail
 
 // Returned by register_forward_(pre_)hook; remove() unregisters the hook (idempotent, and
@@ -95,7 +97,6 @@ class Module {
  public:
   Module();
   virtual ~Module();
-  Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
   // ---- forward ----
@@ -199,6 +200,22 @@ class Module {
   // The same with the dict's keys renamed first (LoadStateDictOptions::rename).
   LoadStateDictResult load_state_dict(const NamedTensors& state, const LoadStateDictOptions& options);
 
+  // ---- copies (clone.cpp) ----
+  // A deep copy of this module and everything under it (libtorch's clone(), Python's
+  // copy.deepcopy): parameters, buffers and gradients copied (onto `device` when given),
+  // children cloned, and what the original shares the copy shares among its own (tied
+  // weights, a child registered twice). The copy has the original's class, settings and
+  // training mode: its members are copied, and a Tensor or ModulePtr member that refers to
+  // the original's state or children refers to the copy's (a plain std::shared_ptr member
+  // would still point at the original's child: hold children in ModulePtr, as
+  // register_module returns). Forward hooks are not copied.
+  // The class must be known to kiln, which copies through the class's copy constructor: it is
+  // for kiln's layers and containers and for every class kiln saw by its type (registered with
+  // register_module, held in a ModulePtr, pushed typed into a container, or derived from
+  // Cloneable<Net>); kiln::nn::clone(ptr) makes any class known. Errors name the module and
+  // the fix.
+  std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
+
   // ---- lazy layers (build.cpp) ----
   // Materializes every lazy layer without real data (Keras's build((None, 20))): runs one
   // shape-only forward on inputs of these shapes (-1 in the leading dim means "any batch"),
@@ -217,6 +234,9 @@ class Module {
   void set_unregistered_call_allowed(bool allowed) { unregistered_call_allowed_ = allowed; }
 
  protected:
+  // Copies the settings of `other`, and its state from the clone() that is running; any
+  // other copy (`Linear b = a;`) is an error, since b would share a's parameters.
+  Module(const Module& other);
   // Containers rename and reorder their children; they keep the tree index current.
   NamedModules& mutable_children();
   void register_module_impl(const std::string& name, std::shared_ptr<Module> child);
@@ -229,6 +249,7 @@ class Module {
 
  private:
   friend class detail::CallScope;
+  friend class detail::CloneContext;
   struct BufferSlot {
     std::string name;
     Tensor tensor;
@@ -256,14 +277,34 @@ std::ostream& operator<<(std::ostream& os, const Module& module);
 
 // A shared_ptr to a module that can be called like a function: `fc1(x)` runs
 // kiln::nn::call(*fc1, x). Converts to std::shared_ptr<M> and std::shared_ptr<Module>.
+// Copying one inside a clone() gives the copy of the module it points at (see clone).
 template <class M>
 class ModulePtr : public std::shared_ptr<M> {
  public:
   ModulePtr() = default;
-  ModulePtr(std::shared_ptr<M> p) : std::shared_ptr<M>(std::move(p)) {}
+  ModulePtr(std::shared_ptr<M> p);
+  ModulePtr(const ModulePtr& other);
+  ModulePtr(ModulePtr&& other) noexcept = default;
+  ModulePtr& operator=(const ModulePtr& other);
+  ModulePtr& operator=(ModulePtr&& other) noexcept = default;
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const;
 };
+
+// A root that clones itself as libtorch's do: `struct Net : kiln::nn::Cloneable<Net>`, then
+// `std::shared_ptr<Net> copy = net->clone();` (no reset() to write: see Module::clone).
+template <class Derived>
+class Cloneable : public Module {
+ public:
+  Cloneable();
+  std::shared_ptr<Derived> clone(std::optional<Device> device = std::nullopt) const {
+    return std::static_pointer_cast<Derived>(Module::clone(device));
+  }
+};
+
+// Clones `module` (Module::clone) knowing its class from the pointer's type.
+template <class M>
+std::shared_ptr<M> clone(const std::shared_ptr<M>& module, std::optional<Device> device = std::nullopt);
 
 // The opt-out from the registration check, for a module deliberately held by reference and
 // not owned by the tree that calls it (e.g. a frozen teacher model). Its calls start a tree
@@ -358,6 +399,43 @@ class ChildIterator {
   Base it_;
 };
 
+// How clone() copies a module of a class it knows (Module::clone): through the class's copy
+// constructor. Classes are remembered once each, process-wide, by their std::type_info.
+using ModuleCopier = std::shared_ptr<Module> (*)(const Module& original);
+// `copier` is nullptr for a class that cannot be copied (a member such as a std::unique_ptr).
+void remember_module_class(const std::type_info& type, ModuleCopier copier);
+template <class M>
+std::shared_ptr<Module> copy_module(const Module& original) {
+  return std::make_shared<M>(static_cast<const M&>(original));
+}
+template <class M>
+void remember_class() {
+  if constexpr (!std::is_abstract_v<M> && !std::is_same_v<M, Module>) {
+    static const bool remembered = [] {
+      ModuleCopier copier = nullptr;
+      if constexpr (std::is_copy_constructible_v<M>) copier = &copy_module<M>;
+      remember_module_class(typeid(M), copier);
+      return true;
+    }();
+    (void)remembered;
+  }
+}
+// `module` as a Module pointer, its class remembered first (for containers' typed inserts).
+template <class M>
+std::shared_ptr<Module> remembered(std::shared_ptr<M> module) {
+  remember_class<M>();
+  return module;
+}
+// The copy of `module` in the clone() running on this thread; nullptr outside one or for a
+// module outside the tree being cloned.
+std::shared_ptr<Module> clone_remap_module(const std::shared_ptr<Module>& module);
+template <class M>
+std::shared_ptr<M> module_copy_of(const std::shared_ptr<M>& p) {
+  if (!p || kiln::detail::tensor_remaps_active.load(std::memory_order_relaxed) == 0) return p;
+  std::shared_ptr<Module> copy = clone_remap_module(p);
+  return copy ? std::static_pointer_cast<M>(copy) : p;
+}
+
 // Casts a container element to the type the caller expects, with an error naming both.
 template <class M>
 ModulePtr<M> cast_child(const std::shared_ptr<Module>& child, const std::string& where) {
@@ -397,6 +475,31 @@ inline Tensor Module::operator()(const Tensor& input) {
 }
 
 template <class M>
+ModulePtr<M>::ModulePtr(std::shared_ptr<M> p) : std::shared_ptr<M>(std::move(p)) {
+  detail::remember_class<M>();
+}
+template <class M>
+ModulePtr<M>::ModulePtr(const ModulePtr& other) : std::shared_ptr<M>(detail::module_copy_of<M>(other)) {}
+template <class M>
+ModulePtr<M>& ModulePtr<M>::operator=(const ModulePtr& other) {
+  std::shared_ptr<M>::operator=(detail::module_copy_of<M>(other));
+  return *this;
+}
+
+template <class Derived>
+Cloneable<Derived>::Cloneable() {
+  detail::remember_class<Derived>();
+}
+
+template <class M>
+std::shared_ptr<M> clone(const std::shared_ptr<M>& module, std::optional<Device> device) {
+  static_assert(std::is_base_of_v<Module, M>, "kiln::nn::clone: the argument must be a Module");
+  KILN_CHECK(module != nullptr, "[kiln::nn::clone] got a null module. Fix: pass a constructed module.");
+  detail::remember_class<M>();
+  return std::static_pointer_cast<M>(module->clone(device));
+}
+
+template <class M>
 template <class... Args>
 decltype(auto) ModulePtr<M>::operator()(Args&&... args) const {
   KILN_CHECK(this->get() != nullptr, "[Module] called an empty ModulePtr<",
@@ -408,6 +511,7 @@ decltype(auto) ModulePtr<M>::operator()(Args&&... args) const {
 template <class M>
 auto Module::register_module(const std::string& name, std::shared_ptr<M> child) {
   static_assert(std::is_base_of_v<Module, M>, "register_module: the child must be a Module");
+  detail::remember_class<M>();
   register_module_impl(name, child);
   return ModulePtr<M>(std::move(child));
 }
@@ -418,6 +522,7 @@ ModulePtr<M> Module::replace_module(const std::string& name, std::shared_ptr<M> 
   const size_t at = child_position(name, "replace_module");
   KILN_CHECK(child != nullptr && child.get() != this, "[Module::replace_module] ", type_name(), ": the new child '",
              name, "' is null or this module itself. Fix: pass a constructed module.");
+  detail::remember_class<M>();
   mutable_children()[at].second = child;
   return ModulePtr<M>(std::move(child));
 }

@@ -19,6 +19,11 @@ class ModuleDict : public Module {
 
   // Adds `module` under `key`, or replaces the module already there (keeping its position).
   ModuleDict& insert(const std::string& key, std::shared_ptr<Module> module);
+  // The same for a module of a known class (which clone() then copies).
+  template <class M>
+  ModuleDict& insert(const std::string& key, std::shared_ptr<M> module) {
+    return insert(key, detail::remembered(std::move(module)));
+  }
   ModuleDict& update(const NamedModules& named);
   // Removes and returns the module under `key`.
   std::shared_ptr<Module> pop(const std::string& key);

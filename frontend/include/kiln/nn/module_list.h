@@ -19,7 +19,7 @@ class ModuleList : public Module {
   explicit ModuleList(const std::vector<std::shared_ptr<Module>>& modules) { extend(modules); }
   template <class... Ms>
   explicit ModuleList(std::shared_ptr<Ms>... modules) {
-    (push_back(std::shared_ptr<Module>(std::move(modules))), ...);
+    (push_back(detail::remembered(std::move(modules))), ...);
   }
 
   // Fails with the iteration idiom: a ModuleList does not know how its children connect.
@@ -30,6 +30,15 @@ class ModuleList : public Module {
   ModuleList& extend(const ModuleList& other);
   // Inserts before position `index` (negative counts from the end) and renumbers the names.
   ModuleList& insert(int64_t index, std::shared_ptr<Module> module);
+  // The same for a module of a known class (which clone() then copies).
+  template <class M>
+  ModuleList& push_back(std::shared_ptr<M> module) {
+    return push_back(detail::remembered(std::move(module)));
+  }
+  template <class M>
+  ModuleList& insert(int64_t index, std::shared_ptr<M> module) {
+    return insert(index, detail::remembered(std::move(module)));
+  }
 
   size_t size() const { return named_children().size(); }
   bool empty() const { return named_children().empty(); }

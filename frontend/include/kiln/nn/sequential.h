@@ -17,7 +17,7 @@ class Sequential : public Module {
   Sequential() = default;
   template <class... Ms>
   explicit Sequential(std::shared_ptr<Ms>... modules) {
-    (push_back(std::shared_ptr<Module>(std::move(modules))), ...);
+    (push_back(detail::remembered(std::move(modules))), ...);
   }
   // Named children in this order (PyTorch's Sequential(OrderedDict(...))).
   explicit Sequential(const NamedModules& named);
@@ -28,6 +28,15 @@ class Sequential : public Module {
   // Appends `module` named by its position ("3").
   Sequential& push_back(std::shared_ptr<Module> module);
   Sequential& push_back(const std::string& name, std::shared_ptr<Module> module);
+  // The same for a module of a known class (which clone() then copies).
+  template <class M>
+  Sequential& push_back(std::shared_ptr<M> module) {
+    return push_back(detail::remembered(std::move(module)));
+  }
+  template <class M>
+  Sequential& push_back(const std::string& name, std::shared_ptr<M> module) {
+    return push_back(name, detail::remembered(std::move(module)));
+  }
   // Appends each module (named by position), or every child of `other` (shared, not copied).
   Sequential& extend(const std::vector<std::shared_ptr<Module>>& modules);
   Sequential& extend(const Sequential& other);

@@ -77,30 +77,6 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src) {
   return forward(src, Tensor());
 }
 
-namespace {
-
-// A new layer with the configuration, weights, trainability and mode of `layer` (PyTorch's
-// encoder and decoder deep-copy their template layer).
-template <class Layer>
-std::shared_ptr<Layer> copy_layer(const Layer& layer, const char* stack, const char* layer_name) {
-  auto copy = std::make_shared<Layer>(layer.d_model, layer.nhead, layer.options);
-  NamedTensors from = layer.named_parameters("", true, /*remove_duplicate=*/false);
-  if (!from.empty()) copy->to(from.front().second.dtype());
-  NamedTensors to = copy->named_parameters("", true, /*remove_duplicate=*/false);
-  KILN_CHECK(from.size() == to.size(), "[", stack, "] the template layer has ", from.size(),
-             " parameters where a ", layer_name, " with its options has ", to.size(),
-             ". Fix: pass an unmodified ", layer_name, " as the template.");
-  NoGradGuard no_grad;
-  for (size_t i = 0; i < from.size(); ++i) {
-    to[i].second.detach().copy_(from[i].second.detach());
-    to[i].second.set_requires_grad(from[i].second.requires_grad());
-  }
-  copy->train(layer.is_training());
-  return copy;
-}
-
-}  // namespace
-
 TransformerEncoder::TransformerEncoder(
     const std::shared_ptr<TransformerEncoderLayer>& encoder_layer, int64_t num_layers,
     std::shared_ptr<Module> norm)
@@ -111,7 +87,7 @@ TransformerEncoder::TransformerEncoder(
              ". Fix: pass the number of layers to stack.");
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < num_layers; ++i)
-    layers->push_back(copy_layer(*encoder_layer, "TransformerEncoder", "TransformerEncoderLayer"));
+    layers->push_back(nn::clone(encoder_layer));  // deep copies, as PyTorch's
   if (norm) this->norm = register_module("norm", std::move(norm));
 }
 
@@ -210,7 +186,7 @@ TransformerDecoder::TransformerDecoder(
              ". Fix: pass the number of layers to stack.");
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < num_layers; ++i)
-    layers->push_back(copy_layer(*decoder_layer, "TransformerDecoder", "TransformerDecoderLayer"));
+    layers->push_back(nn::clone(decoder_layer));
   if (norm) this->norm = register_module("norm", std::move(norm));
 }
 
