@@ -295,8 +295,9 @@ mlir::Value MlirScalarBuilder::floating_unary(ScalarOp op, mlir::Value x, DType 
   }
 }
 
-// A call to the C library's `name` (float64; one argument per operand), declared once per
-// module; on vectors one call per lane (there is no vector libm to call).
+// A call to the C library's `name` (one argument per operand, in the operands' precision:
+// "atan2f" for float32), declared once per module; on vectors one call per lane (there is no
+// vector libm to call).
 mlir::Value MlirScalarBuilder::libm_call(const std::string& name, mlir::ValueRange args) {
   mlir::Type element = mlir::getElementTypeOrSelf(args[0].getType());
   auto fn = module_.lookupSymbol<mlir::func::FuncOp>(name);

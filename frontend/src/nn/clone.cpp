@@ -3,15 +3,16 @@
 // A module's members (`Tensor weight`, `ModulePtr<Linear> fc`, its settings) are copied by
 // its class's own copy constructor, remembered by type wherever kiln saw the class
 // (register_module<M>, ModulePtr<M>, the containers' typed inserts, nn::clone<M>,
-// Cloneable<M>; kiln's own layers up front). While that constructor runs, a CloneContext is installed on the thread:
-// Module's copy constructor takes the copied registries from it, and Tensor's and ModulePtr's
-// copy constructors ask it for the copy of what they point at. So the members end up on the
-// copy's state without a libtorch-style reset() in every layer.
+// Cloneable<M>; kiln's own layers up front). While that constructor runs, a CloneContext is
+// installed on the thread: Module's copy constructor takes the copied registries from it, and
+// Tensor's and ModulePtr's copy constructors ask it for the copy of what they point at. So the
+// members end up on the copy's state without a libtorch-style reset() in every layer.
 //
 // Every state tensor of the tree is copied before any constructor runs, so a member that
 // refers to a parameter registered elsewhere in the tree (a head tied to an embedding) finds
 // its copy whatever the registration order.
 #include <mutex>
+#include <optional>
 #include <typeindex>
 #include <typeinfo>
 #include <unordered_map>
@@ -70,13 +71,15 @@ void remember_kiln_classes() {
   (void)done;
 }
 
-ModuleCopier copier_of(const Module& m, bool& known) {
+// How to copy m's class; nullopt for a class kiln never saw (a nullptr copier: seen, but
+// not copyable).
+std::optional<ModuleCopier> copier_of(const Module& m) {
   remember_kiln_classes();
   ClassTable& table = class_table();
   std::lock_guard lock(table.mutex);
   auto it = table.copiers.find(std::type_index(typeid(m)));
-  known = it != table.copiers.end();
-  return known ? it->second : nullptr;
+  if (it == table.copiers.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace
@@ -122,20 +125,19 @@ class CloneContext final : public kiln::detail::TensorRemap {
       if (typeid(original) == typeid(Module)) {
         copy = std::shared_ptr<Module>(new Module(original));
       } else {
-        bool known = false;
-        ModuleCopier copier = copier_of(original, known);
-        KILN_CHECK(known, "[Module::clone] ", where(path, original),
+        std::optional<ModuleCopier> copier = copier_of(original);
+        KILN_CHECK(copier.has_value(), "[Module::clone] ", where(path, original),
                    ": kiln has not seen this class by its type (it was only handled as a "
                    "std::shared_ptr<Module>), so it cannot call its copy constructor. Fix: "
                    "clone the root with kiln::nn::clone(ptr), derive the class from "
                    "kiln::nn::Cloneable<", original.type_name(),
                    ">, or add it with its own type (register_module, or push_back of a "
                    "std::shared_ptr<", original.type_name(), ">).");
-        KILN_CHECK(copier != nullptr, "[Module::clone] ", where(path, original),
+        KILN_CHECK(*copier != nullptr, "[Module::clone] ", where(path, original),
                    ": its class cannot be copy-constructed (a member such as a std::unique_ptr "
                    "or std::mutex has no copy). Fix: hold such members in a std::shared_ptr, "
                    "or give the class a copy constructor that copies its settings.");
-        copy = copier(original);
+        copy = (*copier)(original);
       }
     }
     in_progress_.erase(&original);
