@@ -244,6 +244,25 @@ struct HoldsUncopyable : nn::Module {
   nn::ModulePtr<Uncopyable> inner;
 };
 
+// A user class seen only through a container's typed insert is known to clone.
+struct Scaler : nn::Module {
+  Scaler() { factor = register_parameter("factor", full({1}, 3.0)); }
+  Tensor forward(const Tensor& x) override { return x * factor; }
+  Tensor factor;
+};
+TEST(ModuleClone, TypedContainerInsertsMakeAUserClassKnown) {
+  auto list = std::make_shared<nn::ModuleList>();
+  list->push_back(std::make_shared<Scaler>());
+  auto dict = std::make_shared<nn::ModuleDict>();
+  dict->insert("s", std::make_shared<Scaler>());
+  std::shared_ptr<nn::Module> list_copy = list->clone(), dict_copy = dict->clone();
+  auto scaler = std::dynamic_pointer_cast<Scaler>(list_copy->find_child("0"));
+  ASSERT_NE(scaler, nullptr);
+  EXPECT_TRUE(scaler->factor.is_same(*scaler->find_parameter("factor")));
+  EXPECT_FALSE(scaler->factor.is_same(list->at<Scaler>(0)->factor));
+  EXPECT_NE(std::dynamic_pointer_cast<Scaler>(dict_copy->find_child("s")), nullptr);
+}
+
 TEST(ModuleClone, ErrorsNameTheModuleAndTheFix) {
   // A root made with make_shared and cloned through the base class: kiln never saw Opaque.
   auto seq = std::make_shared<nn::Sequential>();
