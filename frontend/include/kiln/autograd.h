@@ -1,6 +1,8 @@
 // Reverse-mode autodiff: grad mode guards, backward() and grad().
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "kiln/autograd/node.h"
@@ -53,5 +55,36 @@ struct GradOptions {
 // Returns d(sum_i <outputs[i], grad_outputs[i]>)/d(inputs[j]) without touching any .grad.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
+
+// ---- hooks into a running backward ----
+
+// Runs `hook(leaf)` every time a backward has accumulated a gradient into `leaf`'s .grad,
+// as PyTorch's Tensor.register_post_accumulate_grad_hook: the moment a parameter's gradient
+// is final for this backward (DistributedDataParallel starts its all-reduce there). The hook
+// lives as long as the returned handle (or until remove()); the handle keeps the leaf's
+// gradient accumulator alive so that every backward reaches the same hooks.
+class GradHookHandle {
+ public:
+  GradHookHandle() = default;
+  GradHookHandle(std::shared_ptr<autograd::AccumulateGrad> node, uint64_t id) : node_(std::move(node)), id_(id) {}
+  GradHookHandle(GradHookHandle&& other) noexcept { *this = std::move(other); }
+  GradHookHandle& operator=(GradHookHandle&& other) noexcept;
+  GradHookHandle(const GradHookHandle&) = delete;
+  GradHookHandle& operator=(const GradHookHandle&) = delete;
+  ~GradHookHandle() { remove(); }
+  void remove();  // idempotent
+
+ private:
+  std::shared_ptr<autograd::AccumulateGrad> node_;
+  uint64_t id_ = 0;
+};
+[[nodiscard]] GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf,
+                                                                std::function<void(const Tensor& leaf)> hook);
+
+// Runs `callback` once, on this thread, when the backward() (or grad()) that is running now
+// finishes its graph, before it returns; an exception it throws leaves that backward.
+// Called outside a backward, it is an error.
+void queue_backward_callback(std::function<void()> callback);
+bool in_backward();  // a backward is running on this thread (e.g. inside a hook)
 
 }  // namespace kiln

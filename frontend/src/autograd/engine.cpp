@@ -4,6 +4,7 @@
 // that reach the same slot. grad() runs only the nodes on paths to its inputs and
 // captures the gradients flowing into their edges instead of accumulating .grad.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -179,14 +180,78 @@ Tensors root_gradients(const std::vector<Tensor>& outputs, const std::vector<Ten
   return grads;
 }
 
+// Callbacks queued by queue_backward_callback, one list per backward running on this
+// thread (a hook may start a nested backward).
+thread_local std::vector<std::vector<std::function<void()>>> backward_callbacks;
+
+// Runs `body` (one backward) with a fresh callback list, then that list's callbacks.
+template <class Body>
+auto with_backward_callbacks(Body&& body) {
+  backward_callbacks.emplace_back();
+  struct Pop {
+    ~Pop() { backward_callbacks.pop_back(); }
+  } pop;
+  auto result = body();
+  // A callback may queue another one: run until the list is empty.
+  for (size_t i = 0; i < backward_callbacks.back().size(); ++i) {
+    std::function<void()> callback = std::move(backward_callbacks.back()[i]);
+    callback();
+  }
+  return result;
+}
+
 }  // namespace
 }  // namespace autograd
+
+GradHookHandle& GradHookHandle::operator=(GradHookHandle&& other) noexcept {
+  if (this != &other) {
+    remove();
+    node_ = std::move(other.node_);
+    id_ = other.id_;
+    other.node_.reset();
+  }
+  return *this;
+}
+
+void GradHookHandle::remove() {
+  if (!node_) return;
+  auto& hooks = node_->post_hooks;
+  hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.id == id_; }), hooks.end());
+  node_.reset();
+}
+
+GradHookHandle register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {
+  KILN_CHECK(leaf.defined() && leaf.requires_grad() && leaf.is_leaf(), "register_post_accumulate_grad_hook: "
+             "expected a leaf tensor that requires grad (a parameter), got ",
+             leaf.defined() ? leaf.type_str() : std::string("an undefined tensor"),
+             leaf.defined() && !leaf.requires_grad() ? " that does not require grad" : "",
+             leaf.defined() && leaf.requires_grad() && !leaf.is_leaf() ? " computed by an op (not a leaf)" : "",
+             ". Fix: register it on the parameter itself.");
+  KILN_CHECK(hook, "register_post_accumulate_grad_hook: the hook is empty.");
+  auto node = std::dynamic_pointer_cast<autograd::AccumulateGrad>(autograd::gradient_edge(leaf).node);
+  KILN_CHECK(node, "register_post_accumulate_grad_hook: ", leaf.type_str(), " has no gradient accumulator.");
+  static std::atomic<uint64_t> next_id{1};
+  uint64_t id = next_id++;
+  node->post_hooks.push_back({id, std::move(hook)});
+  return GradHookHandle(std::move(node), id);
+}
+
+void queue_backward_callback(std::function<void()> callback) {
+  KILN_CHECK(!autograd::backward_callbacks.empty(), "queue_backward_callback: no backward is running on this "
+             "thread. Fix: call it from a gradient hook, while backward() runs.");
+  autograd::backward_callbacks.back().push_back(std::move(callback));
+}
+
+bool in_backward() { return !autograd::backward_callbacks.empty(); }
 
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors, BackwardOptions options) {
   Tensors grads = autograd::root_gradients(tensors, grad_tensors, "backward");
   std::vector<autograd::Edge> roots;
   for (const Tensor& t : tensors) roots.push_back(autograd::gradient_edge(t));
-  autograd::run_backward(roots, grads, {}, options.retain_graph || options.create_graph, options.create_graph, 0);
+  autograd::with_backward_callbacks([&] {
+    return autograd::run_backward(roots, grads, {}, options.retain_graph || options.create_graph,
+                                  options.create_graph, 0);
+  });
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -203,9 +268,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     keep.push_back(e);
     captures.push_back({e.node.get(), e.input_nr, i});
   }
-  std::vector<Tensor> result =
-      autograd::run_backward(roots, grads, captures, options.retain_graph || options.create_graph,
-                             options.create_graph, inputs.size());
+  std::vector<Tensor> result = autograd::with_backward_callbacks([&] {
+    return autograd::run_backward(roots, grads, captures, options.retain_graph || options.create_graph,
+                                  options.create_graph, inputs.size());
+  });
   for (size_t i = 0; i < result.size(); ++i)
     KILN_CHECK(result[i].defined() || options.allow_unused, "kiln::grad: input ", i, " (", inputs[i].type_str(),
                ") was not used to compute the outputs. Fix: pass GradOptions{.allow_unused = true} to get an "

@@ -108,6 +108,11 @@ Tensors AccumulateGrad::apply(Tensors&& grads) {
   } else {
     current.add_(g);
   }
+  // A hook may remove itself (or others): run over a copy.
+  if (!post_hooks.empty()) {
+    std::vector<PostHook> hooks = post_hooks;
+    for (const PostHook& hook : hooks) hook.fn(leaf);
+  }
   return {};
 }
 

@@ -2,6 +2,7 @@
 // tensor requiring grad; its edges point at the nodes that produced the op's inputs.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +82,13 @@ class AccumulateGrad final : public Node {
   Tensors apply(Tensors&& grads) override;
   std::string name() const override { return "AccumulateGrad"; }
   const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+  // Run after each accumulation into the leaf's .grad (register_post_accumulate_grad_hook).
+  struct PostHook {
+    uint64_t id;
+    std::function<void(const Tensor& leaf)> fn;
+  };
+  std::vector<PostHook> post_hooks;
 
  private:
   std::shared_ptr<TensorImpl> leaf_;
