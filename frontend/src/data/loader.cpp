@@ -66,12 +66,21 @@ DataLoader::DataLoader(Tensor data, Tensor targets, DataLoaderOptions options)
   // Gathering copies rows, so make each source dense once here instead of per batch.
   if (!data_.is_contiguous()) data_ = data_.contiguous();
   if (targets_.defined() && !targets_.is_contiguous()) targets_ = targets_.contiguous();
-  order_.resize(static_cast<size_t>(n));
+  KILN_CHECK(!(options_.sampler && options_.shuffle), "[DataLoader] got a sampler and shuffle = true; the "
+             "sampler decides the order. Fix: set shuffle = false (DistributedSampler shuffles itself).");
+  // With a sampler, the order is a placeholder of the epoch's length until begin().
+  order_.resize(static_cast<size_t>(options_.sampler ? options_.sampler->length(n) : n));
   std::iota(order_.begin(), order_.end(), int64_t{0});
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  if (options_.shuffle) {
+  if (options_.sampler) {
+    const int64_t n = data_.size(0);
+    order_ = options_.sampler->epoch_indices(n);
+    for (int64_t index : order_)
+      KILN_CHECK(index >= 0 && index < n, "[DataLoader] the sampler gave sample index ", index, " but the data has ",
+                 n, " samples. Fix: the sampler must draw indices in [0, ", n, ").");
+  } else if (options_.shuffle) {
     Generator& gen = options_.generator ? *options_.generator : default_generator();
     order_ = random_permutation(num_samples(), gen);
   }

@@ -23,11 +23,26 @@ std::vector<int64_t> random_permutation(int64_t n, Generator& gen = default_gene
 // [indices.size(), t.sizes()[1:]...]. A host-side copy for data loading: no autograd.
 Tensor take_rows(const Tensor& t, std::span<const int64_t> indices);
 
+// Chooses the samples an epoch visits and their order (kiln/data/distributed_sampler.h: this
+// rank's shard of a data-parallel job).
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // The indices the next epoch visits, in order (each in [0, num_samples)). DataLoader calls
+  // it once per epoch, from begin().
+  virtual std::vector<int64_t> epoch_indices(int64_t num_samples) = 0;
+  // How many indices each epoch has (for len(loader) before the first epoch).
+  virtual int64_t length(int64_t num_samples) const = 0;
+};
+
 struct DataLoaderOptions {
   int64_t batch_size = 64;
   bool shuffle = true;
   bool drop_last = false;          // drop the final batch when it is smaller than batch_size
   Generator* generator = nullptr;  // default_generator() when null
+  // When set, the sampler picks each epoch's samples and order (then shuffle must be false:
+  // the sampler shuffles). Not owned; it must outlive the loader.
+  Sampler* sampler = nullptr;
 };
 
 struct Batch {
