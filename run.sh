@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config zlib1g-dev
-  libeigen3-dev libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libeigen3-dev libopenblas-dev libgloo-dev libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev libmlir-19-dev mlir-19-tools dataset-fashion-mnist)
 
 install_missing_packages() {

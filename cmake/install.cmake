@@ -11,7 +11,8 @@ include(CMakePackageConfigHelpers)
 
 set_target_properties(kiln_eager PROPERTIES EXPORT_NAME eager)
 set_target_properties(kiln_rt PROPERTIES EXPORT_NAME rt)
-set(KILN_INSTALLED_TARGETS kiln kiln_eager kiln_runtime kiln_ir kiln_passes kiln_backends
+set_target_properties(kiln_distributed PROPERTIES EXPORT_NAME distributed)
+set(KILN_INSTALLED_TARGETS kiln kiln_eager kiln_distributed kiln_runtime kiln_ir kiln_passes kiln_backends
     kiln_interp kiln_cpu_kernels kiln_cpu_gemm kiln_cpu_exec kiln_cuda kiln_cuda_exec kiln_artifact
     kiln_rt)
 if(KILN_COMPILER)
