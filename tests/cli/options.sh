@@ -12,13 +12,15 @@ kiln="$1"
 source "$(dirname "$0")/lib.sh"
 
 # --help: every command, exit 0, its usage line and every option it accepts.
-for command in demo summary train eval explain bench compile export run; do
+for command in demo summary train eval explain bench compile export run launch; do
   run "help_$command" "$command" --help
   [ "$rc" -eq 0 ] || fail "$command --help: exit $rc: $(cat "$tmp/help_$command.txt")"
   has "$tmp/help_$command.txt" "usage: kiln $command" "$command --help"
   has "$tmp/help_$command.txt" "-h, --help" "$command --help"
 done
 has "$tmp/help_train.txt" "--batch-size N" "train --help"
+has "$tmp/help_train.txt" "--nproc N" "train --help"
+has "$tmp/help_launch.txt" "--nproc N" "launch --help"
 has "$tmp/help_export.txt" "-o, --output DIR" "export --help"
 run help_h compile -h
 [ "$rc" -eq 0 ] && has "$tmp/help_h.txt" "--cache-dir DIR" "compile -h"

@@ -132,7 +132,14 @@ std::vector<CommandSpec> make_specs() {
                    seed_option(), max_images_option("train"), max_images_option("test"),
                    save_option("write the trained model's checkpoint there (checked before "
                                "training)"),
-                   device_option()},
+                   device_option(),
+                   {.name = "nproc",
+                    .kind = Kind::Integer,
+                    .placeholder = "N",
+                    .help = "train data-parallel in N processes on this machine (kiln launch); "
+                            "--batch-size stays the global batch, rank 0 prints and saves",
+                    .min = 1,
+                    .max = 4096}},
        .retired = {training_batch_retired()}},
       {.name = "eval",
        .summary = "rebuild a model from a checkpoint alone and print its test accuracy",
@@ -261,6 +268,51 @@ std::vector<CommandSpec> make_specs() {
                     .help = "print the signature, the target, the weights and whether it runs here; run nothing"}},
        .exclusive = {{{"info", "input"}, "--info runs nothing"},
                      {{"info", "output"}, "--info runs nothing"}}},
+      {.name = "launch",
+       .summary = "start N copies of a command as the ranks of a data-parallel job (torchrun)",
+       .details = "kiln launch --nproc N [options] -- COMMAND [ARGS...]\n\n"
+                  "Starts N copies of COMMAND on this machine with KILN_RANK, KILN_LOCAL_RANK, "
+                  "KILN_WORLD_SIZE,\nKILN_LOCAL_WORLD_SIZE, KILN_MASTER_ADDR and "
+                  "KILN_MASTER_PORT set (and KILN_NUM_THREADS to\nthe cores / N unless set), "
+                  "prefixes each line they print with \"[rank R] \", and waits for\nthem. When "
+                  "one rank fails, the others get SIGTERM, then SIGKILL after the grace, and the "
+                  "exit\nstatus is the failed rank's (128 + the signal when one killed it). "
+                  "Everything after `--`\nis the command, e.g.\n\n"
+                  "  kiln launch --nproc 2 -- kiln train --model fashion_mlp\n\n"
+                  "A job on M machines runs kiln launch on each, with the same --nnodes M and "
+                  "--master\n(node 0's address and a free port there) and --node-rank 0..M-1.",
+       .options = {{.name = "nproc",
+                    .kind = Kind::Integer,
+                    .placeholder = "N",
+                    .help = "ranks to start on this machine (required)",
+                    .min = 1,
+                    .max = 4096},
+                   {.name = "nnodes",
+                    .kind = Kind::Integer,
+                    .placeholder = "M",
+                    .help = "machines in the job (default 1)",
+                    .min = 1,
+                    .max = 65536},
+                   {.name = "node-rank",
+                    .kind = Kind::Integer,
+                    .placeholder = "R",
+                    .help = "this machine's index, 0..M-1 (default 0)",
+                    .min = 0,
+                    .max = 65535},
+                   {.name = "master",
+                    .placeholder = "ADDR:PORT",
+                    .help = "node 0's address and a free port there (default 127.0.0.1 and "
+                            "any free port; needed with --nnodes)"},
+                   {.name = "no-prefix",
+                    .kind = Kind::Flag,
+                    .help = "print the ranks' lines as they are, without \"[rank R] \""},
+                   {.name = "grace-ms",
+                    .kind = Kind::Integer,
+                    .placeholder = "MS",
+                    .help = "after a failure, the others' time from SIGTERM to SIGKILL "
+                            "(default 5000)",
+                    .min = 0,
+                    .max = 3600000}}},
   };
 }
 

@@ -25,6 +25,7 @@ int run_bench(const std::vector<std::string>& args);
 int run_compile(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 int run_run(const std::vector<std::string>& args);
+int run_launch(const std::vector<std::string>& args);
 
 // "fashion_mlp, residual_mlp, ..." for messages.
 std::string model_names();

@@ -25,11 +25,13 @@ Runner runner(const std::string& command) {
   if (command == "compile") return run_compile;
   if (command == "export") return run_export;
   if (command == "run") return run_run;
+  if (command == "launch") return run_launch;
   return nullptr;
 }
 
+// Arguments after `--` belong to the command `kiln launch` runs: its --help is not ours.
 bool asks_for_help(const std::vector<std::string>& args) {
-  return std::any_of(args.begin(), args.end(),
+  return std::any_of(args.begin(), std::find(args.begin(), args.end(), "--"),
                      [](const std::string& a) { return a == "--help" || a == "-h"; });
 }
 
