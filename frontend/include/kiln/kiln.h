@@ -14,6 +14,7 @@
 #include "kiln/data/idx.h"
 #include "kiln/data/loader.h"
 #include "kiln/debug_print.h"
+#include "kiln/distributed.h"
 #ifdef KILN_WITH_COMPILER  // programs linked with kiln::kiln (not kiln::eager alone)
 #include "kiln/export.h"
 #endif
