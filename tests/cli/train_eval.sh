@@ -44,6 +44,26 @@ for model in fashion_mlp lazy_cnn; do
   echo "$model: $trained (train) == $evaluated (eval)"
 done
 
+# Data-parallel: two ranks under kiln launch; rank 0 alone prints and saves, and the
+# checkpoint evaluates to the accuracy rank 0 printed.
+"$kiln" train --model fashion_mlp --epochs 1 --max-train 3000 --max-test 2000 --nproc 2 \
+  --save "$tmp/ddp.safetensors" > "$tmp/train_ddp.txt" 2>&1 ||
+  fail "train --nproc 2: $(cat "$tmp/train_ddp.txt")"
+grep -q '^\[rank 0\] training on 3000 images, 1 epochs, batch 128 (64 on each of 2 ranks)' "$tmp/train_ddp.txt" ||
+  fail "train --nproc 2: no data-parallel banner: $(cat "$tmp/train_ddp.txt")"
+if grep -q '^\[rank 1\]' "$tmp/train_ddp.txt"; then fail "train --nproc 2: rank 1 printed: $(cat "$tmp/train_ddp.txt")"; fi
+trained="$(grep '^\[rank 0\] test accuracy: ' "$tmp/train_ddp.txt" | sed 's/^\[rank 0\] //')" ||
+  fail "train --nproc 2 printed no accuracy"
+"$kiln" eval --checkpoint "$tmp/ddp.safetensors" --max-test 2000 > "$tmp/eval_ddp.txt"
+evaluated="$(grep '^test accuracy: ' "$tmp/eval_ddp.txt")"
+[ "$trained" = "$evaluated" ] || fail "train --nproc 2 said '$trained', eval said '$evaluated'"
+echo "fashion_mlp, 2 ranks: $trained"
+set +e
+"$kiln" train --model fashion_mlp --epochs 1 --max-train 300 --batch-size 129 --nproc 2 > "$tmp/odd.txt" 2>&1; rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "must split evenly over 2 ranks" "$tmp/odd.txt" ||
+  fail "train --nproc 2 --batch-size 129: rc $rc: $(cat "$tmp/odd.txt")"
+
 # kiln eval reads the test split only: a folder holding just the t10k files is enough.
 mkdir "$tmp/test-only"
 for f in "$dir"/t10k-*; do ln -s "$f" "$tmp/test-only/"; done

@@ -82,7 +82,10 @@ std::vector<FitProgress> fit(nn::Module& model, optim::Optimizer& optimizer, con
              ", batch_size = ", options.batch_size, ". Fix: pass positive values.");
   manual_seed(options.seed);
   data::DataLoader loader(images, labels,
-                          {.batch_size = options.batch_size, .drop_last = options.drop_last});
+                          {.batch_size = options.batch_size,
+                           .shuffle = options.sampler == nullptr,
+                           .drop_last = options.drop_last,
+                           .sampler = options.sampler});
   std::vector<FitProgress> history;
   model.train();
   const Device device = device_of(model);
@@ -164,7 +167,8 @@ std::vector<FitProgress> train_classifier(nn::Module& model, const Tensor& image
              ", weight_decay = ", options.weight_decay, ".");
   optim::AdamW optimizer(model.parameters(),
                          {.lr = options.lr, .weight_decay = options.weight_decay});
-  const int64_t n = images.defined() && images.dim() >= 1 ? images.size(0) : 0;
+  int64_t n = images.defined() && images.dim() >= 1 ? images.size(0) : 0;
+  if (options.fit.sampler) n = options.fit.sampler->length(n);  // this rank's share
   const int64_t batch = std::max<int64_t>(options.fit.batch_size, 1);
   const int64_t per_epoch = options.fit.drop_last ? n / batch : (n + batch - 1) / batch;
   optim::CosineAnnealingLR schedule(optimizer,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/data/loader.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/tensor.h"
@@ -47,6 +48,9 @@ struct FitOptions {
   bool drop_last = false;  // drop the final, smaller batch of each epoch
   // Clip the global gradient norm to this value before each step (0: no clipping).
   double clip_grad_norm = 0;
+  // Picks each epoch's samples instead of a seeded shuffle of all of them (a
+  // data::DistributedSampler: this rank's shard). Not owned.
+  data::Sampler* sampler = nullptr;
 };
 
 // Where training stands, handed to the progress callback after every batch.
