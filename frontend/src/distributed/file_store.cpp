@@ -22,6 +22,7 @@
 #include <thread>
 #include <utility>
 
+#include "distributed/posix.h"
 #include "kiln/distributed/store.h"
 #include "kiln/error.h"
 
@@ -29,49 +30,11 @@ namespace kiln::distributed {
 
 namespace {
 
+using posix::errno_text;
+using posix::Fd;
+using posix::parse_int;
+using posix::quoted;
 using Clock = std::chrono::steady_clock;
-
-// Closes its descriptor (and so drops any flock() taken through it) when it goes.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports close()'s error: a network file system may report a failed
-  // write only here.
-  int close_checked() {
-    const int rc = ::close(std::exchange(fd_, -1));
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
-std::string errno_text(int err) {
-  return std::string(std::strerror(err));
-}
-
-// A key as it appears in messages: printable, bounded.
-std::string quoted(const std::string& key) {
-  std::string out = "\"";
-  for (size_t i = 0; i < key.size() && i < 200; ++i) {
-    const unsigned char c = static_cast<unsigned char>(key[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (key.size() > 200) out += "...";
-  return out + "\"";
-}
 
 // File names keep [a-z0-9._-] of the key as they are (so `ls` stays readable) and write every
 // other byte as %XX: '/' and '\0' cannot reach the file system, and upper case is escaped too
@@ -177,14 +140,6 @@ void write_file(const std::string& folder, const std::string& path, const std::s
   }
   if (const int err = fd.close_checked(); err != 0) fail(err, "closing the temporary file");
   if (::rename(temp.c_str(), path.c_str()) != 0) fail(errno, "renaming the temporary file");
-}
-
-std::optional<int64_t> parse_int(const std::string& text) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
-  return v;
 }
 
 // Sleeps that start short (a key written a moment later is seen at once) and grow to 50 ms,

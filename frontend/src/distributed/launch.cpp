@@ -36,6 +36,7 @@
 #include <thread>
 #include <tuple>
 
+#include "distributed/posix.h"
 #include "kiln/error.h"
 
 extern char** environ;
@@ -44,6 +45,8 @@ namespace kiln::distributed {
 
 namespace {
 
+using posix::errno_text;
+using posix::Fd;
 using Clock = std::chrono::steady_clock;
 
 // A pending line longer than this is written without waiting for its end: a rank printing
@@ -52,37 +55,10 @@ constexpr size_t kLongestLine = 64 * 1024;
 // poll()'s timeout when no deadline is near; SIGCHLD wakes the loop sooner.
 constexpr int kPollMs = 100;
 
-std::string errno_text(int e) {
-  const char* text = strerrordesc_np(e);  // thread-safe, unlike strerror
-  return text ? text : "error " + std::to_string(e);
-}
-
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
 }
-
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd& operator=(Fd&& other) noexcept {
-    reset(other.release());
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // A close-on-exec descriptor numbered 3 or above: a child dup2()s it onto 0, 1 or 2, which
 // must not be the descriptor itself (a caller may have closed its stdin, so pipe() can

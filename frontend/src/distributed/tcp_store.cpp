@@ -29,6 +29,7 @@
 #include <thread>
 #include <utility>
 
+#include "distributed/posix.h"
 #include "kiln/distributed/store.h"
 #include "kiln/error.h"
 
@@ -36,6 +37,10 @@ namespace kiln::distributed {
 
 namespace {
 
+using posix::errno_text;
+using posix::Fd;
+using posix::parse_int;
+using posix::quoted;
 using Clock = std::chrono::steady_clock;
 
 enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4 };
@@ -46,52 +51,6 @@ constexpr uint32_t kMaxFrame = 1u << 30;
 // Every request is answered at once, so a reply this late means rank 0's machine stopped
 // answering (a lost host sends no FIN; without this a client would wait forever).
 constexpr int kReplyTimeoutSeconds = 60;
-
-// Owns one file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-std::string errno_text(int err) {
-  return std::string(std::strerror(err));
-}
-
-// A key as it appears in messages: printable, bounded.
-std::string quoted(const std::string& key) {
-  std::string out = "\"";
-  for (size_t i = 0; i < key.size() && i < 200; ++i) {
-    const unsigned char c = static_cast<unsigned char>(key[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (key.size() > 200) out += "...";
-  return out + "\"";
-}
 
 std::string endpoint(const std::string& host, uint16_t port) {
   // IPv6 literals need brackets to be told apart from the port.
@@ -113,14 +72,6 @@ uint32_t get_u32(const char* p) {
 uint64_t get_u64(const char* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-std::optional<int64_t> parse_int(const std::string& text) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
   return v;
 }
 
