@@ -272,6 +272,82 @@ TEST(Collectives, UnknownBackendAndBadRank) {
   EXPECT_THAT([&] { new_group("gloo", 2, 2, store, 1s); }, testing::ThrowsMessage<Error>(HasSubstr("KILN_RANK")));
 }
 
+// SyncBatchNorm over 2 ranks (threads) on halves of a batch equals BatchNorm2d on the whole
+// batch: outputs, input gradients, parameter gradients (summed over ranks) and running stats.
+TEST(SyncBatchNorm, TwoHalvesEqualTheWholeBatch) {
+  manual_seed(11);
+  Tensor x = randn({6, 3, 4, 4}) * 2 + 1;
+  Tensor upstream = randn({6, 3, 4, 4});
+  nn::BatchNorm2d whole(3);
+  Tensor xw = x.clone().set_requires_grad(true);
+  Tensor yw = whole(xw);
+  (yw * upstream).sum().backward();
+  std::vector<Tensor> y(2), dx(2), dweight(2), running_var(2);
+  run_ranks(2, [&](ProcessGroup& g) {
+    int r = g.rank();
+    SyncBatchNorm half(3, {}, &g);
+    Tensor xr = x.narrow(0, 3 * r, 3).clone().set_requires_grad(true);
+    Tensor yr = half(xr);
+    (yr * upstream.narrow(0, 3 * r, 3)).sum().backward();
+    y[r] = yr.detach();
+    dx[r] = xr.grad();
+    dweight[r] = half.weight.grad();
+    running_var[r] = half.running_var.clone();
+  });
+  auto max_diff = [](const Tensor& a, const Tensor& b) { return (a - b).abs().max().item<float>(); };
+  EXPECT_LT(max_diff(cat({y[0], y[1]}, 0), yw.detach()), 1e-5);
+  EXPECT_LT(max_diff(cat({dx[0], dx[1]}, 0), xw.grad()), 1e-5);
+  EXPECT_LT(max_diff(dweight[0] + dweight[1], whole.weight.grad()), 1e-4);
+  EXPECT_LT(max_diff(running_var[0], whole.running_var), 1e-6);
+  EXPECT_LT(max_diff(running_var[1], whole.running_var), 1e-6);
+}
+
+TEST(SyncBatchNorm, AloneOrInEvalItIsBatchNorm) {
+  manual_seed(12);
+  Tensor x = randn({4, 2, 3});
+  nn::BatchNorm1d plain(2);
+  SyncBatchNorm sync(2);  // no process group: plain BatchNorm
+  Tensor a = plain(x), b = sync(x);
+  EXPECT_LT((a - b).abs().max().item<float>(), 1e-6);
+  EXPECT_LT((plain.running_mean - sync.running_mean).abs().max().item<float>(), 1e-7);
+  sync.eval();
+  plain.eval();
+  EXPECT_LT((plain(x) - sync(x)).abs().max().item<float>(), 1e-6);
+}
+
+struct HoldsItsBatchNorm : nn::Module {
+  HoldsItsBatchNorm() { bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(2)); }
+  Tensor forward(const Tensor& x) override { return bn(x); }
+  nn::ModulePtr<nn::BatchNorm2d> bn;
+};
+
+TEST(SyncBatchNorm, ConvertReplacesEveryBatchNormAndKeepsItsState) {
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 4), std::make_shared<nn::BatchNorm1d>(4));
+  {
+    NoGradGuard no_grad;
+    seq->named_buffers()[0].second.fill_(0.5);  // running_mean
+  }
+  seq->eval();
+  convert_sync_batchnorm(seq);
+  auto* sync = dynamic_cast<SyncBatchNorm*>(seq->children()[1].get());
+  ASSERT_NE(sync, nullptr);
+  EXPECT_FALSE(sync->is_training());
+  EXPECT_EQ(sync->running_mean.to_vector<float>(), std::vector<float>(4, 0.5f));
+  EXPECT_EQ(seq->state_dict().size(), 7u) << "the same state names as BatchNorm";
+  auto bare = convert_sync_batchnorm(std::make_shared<nn::BatchNorm2d>(3));
+  EXPECT_NE(dynamic_cast<SyncBatchNorm*>(bare.get()), nullptr);
+  // A member still holding the old layer is not called silently: it is unregistered now.
+  auto holder = std::make_shared<HoldsItsBatchNorm>();
+  convert_sync_batchnorm(holder);
+  std::string message;
+  try {
+    (*holder)(ones({2, 2, 2, 2}));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("register"), std::string::npos) << message;
+}
+
 TEST(Collectives, DefaultGroupAccessorsWithoutInit) {
   EXPECT_FALSE(is_initialized());
   EXPECT_EQ(rank(), 0);

@@ -82,12 +82,18 @@ Data make_data(std::vector<int64_t> sample_shape, int64_t n) {
 // DDP with global batch B split over the ranks against one process with batch B, on the same
 // initial weights. `ghost_batches`: the reference runs BatchNorm per rank-sized slice (what
 // DDP without SyncBatchNorm computes) and keeps rank 0's running statistics.
+// `reference`: the single-process model (a clone of `model` when null); it gets rank 0's
+// initial state.
 template <class M>
 void train_against_single_process(std::shared_ptr<M> model, Data data, int64_t global_batch, int steps,
-                                  bool ghost_batches) {
+                                  bool ghost_batches, std::shared_ptr<nn::Module> reference = nullptr) {
   const int world = world_size(), me = rank();
   DistributedDataParallel ddp(model);
-  auto reference = nn::clone(model);  // after the broadcast: rank 0's initial weights
+  if (reference) {
+    reference->load_state_dict(model->state_dict());  // after the broadcast: rank 0's
+  } else {
+    reference = nn::clone(model);
+  }
   optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
   optim::SGD ref_opt(reference->parameters(), {.lr = 0.05, .momentum = 0.9});
   const int64_t local = global_batch / world;
@@ -159,6 +165,28 @@ void scenario_bn_cnn() {
   manual_seed(200 + rank());
   auto model = models::build(config);
   train_against_single_process(model, make_data({1, 8, 8}, 256), 16, 100, true);
+}
+
+// SyncBatchNorm: the statistics of the whole global batch, so DDP matches one process with
+// plain BatchNorm on the global batch, running statistics included.
+void scenario_sync_bn() {
+  models::BatchNormCNNConfig config{.in_channels = 1, .image_size = 8, .channels1 = 4, .channels2 = 8,
+                                    .d_hidden = 16, .num_classes = 10, .dropout = 0.0};
+  manual_seed(300 + rank());
+  auto model = models::build(config);
+  std::shared_ptr<nn::Module> reference = nn::clone(model);  // plain BatchNorm, for the one process
+  std::shared_ptr<nn::Module> synced = convert_sync_batchnorm(model);
+  EXPECT_EQ(synced.get(), model.get());
+  int sync_layers = 0;
+  for (nn::Module* m : model->modules()) sync_layers += dynamic_cast<SyncBatchNorm*>(m) != nullptr;
+  EXPECT_EQ(sync_layers, 2);
+  train_against_single_process(model, make_data({1, 8, 8}, 256), 16, 100, false, reference);
+  // The running statistics are the global batch's, as in the one process.
+  auto mine = model->named_buffers(), theirs = reference->named_buffers();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!is_floating(mine[i].second.dtype())) continue;
+    EXPECT_LT((mine[i].second - theirs[i].second).abs().max().item<float>(), 1e-4) << mine[i].first;
+  }
 }
 
 // Gradient accumulation: two micro-batches under no_sync, then one synchronized, equal one
@@ -340,6 +368,7 @@ const std::map<std::string, std::function<void()>>& scenarios() {
       {"mlp", scenario_mlp},           {"bn_cnn", scenario_bn_cnn},         {"no_sync", scenario_no_sync},
       {"unused", scenario_unused},     {"mismatch", scenario_mismatch},     {"overlap", scenario_overlap},
       {"killed", scenario_killed_peer}, {"hung", scenario_hung_peer},     {"compiled", scenario_compiled},
+      {"sync_bn", scenario_sync_bn},
   };
   return all;
 }
@@ -403,6 +432,12 @@ TEST_P(DistributedJob, FashionMLPMatchesOneProcessWithTheGlobalBatch) {
 
 TEST_P(DistributedJob, BatchNormCNNMatchesOneProcessWithGhostBatches) {
   JobResult r = run_job("bn_cnn", GetParam());
+  ASSERT_EQ(r.launch.exit_code, 0) << r.launch.message;
+  std::cout << "rank 0 measured:\n" << r.reports[0];
+}
+
+TEST_P(DistributedJob, SyncBatchNormCNNMatchesOneProcessWithTheGlobalBatch) {
+  JobResult r = run_job("sync_bn", GetParam());
   ASSERT_EQ(r.launch.exit_code, 0) << r.launch.message;
   std::cout << "rank 0 measured:\n" << r.reports[0];
 }

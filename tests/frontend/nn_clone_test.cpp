@@ -216,7 +216,9 @@ TEST(ModuleClone, EveryKilnLayerClonesToTheSameFunction) {
       EXPECT_NE(original[i].second.impl()->storage.get(), copied[i].second.impl()->storage.get())
           << name << " " << original[i].first;
     }
-    if (s.input.defined()) EXPECT_TRUE(same_values((*copy)(s.input), (*s.layer)(s.input))) << name;
+    if (s.input.defined()) {
+      EXPECT_TRUE(same_values((*copy)(s.input), (*s.layer)(s.input))) << name;
+    }
   }
 }
 

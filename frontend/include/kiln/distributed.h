@@ -9,3 +9,4 @@
 #include "kiln/distributed/launch.h"
 #include "kiln/distributed/process_group.h"
 #include "kiln/distributed/store.h"
+#include "kiln/distributed/sync_batch_norm.h"
