@@ -41,9 +41,9 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors
     Tensor flat = cat(parts, 0).contiguous();
     group.broadcast(flat, root);
     int64_t offset = 0;
-    for (const Tensor& t : tensors) {
+    for (Tensor t : tensors) {  // a handle: copy_ writes the caller's tensor
       if (!t.defined() || t.dtype() != dtype) continue;
-      const_cast<Tensor&>(t).copy_(flat.narrow(0, offset, t.numel()).reshape(t.sizes()));
+      t.copy_(flat.narrow(0, offset, t.numel()).reshape(t.sizes()));
       offset += t.numel();
     }
   }
@@ -133,26 +133,26 @@ struct DistributedDataParallel::Reducer {
     used_locally.assign(params.size(), true);
   }
 
-  // Reverse registration order, a new bucket at each dtype change or when the cap is reached.
+  // Reverse registration order. As in PyTorch, a bucket closes once it holds the cap or more
+  // (the parameter that crosses the cap stays in it), and at each dtype change.
   void build_buckets(const DistributedDataParallelOptions& o) {
     bucket_of.assign(params.size(), 0);
-    double cap = o.first_bucket_cap_mb;
+    bool open = false;
     for (size_t k = params.size(); k-- > 0;) {
       const Tensor& p = params[k];
-      double bytes = static_cast<double>(p.nbytes());
-      bool fits = !buckets.empty() && buckets.back().dtype == p.dtype() &&
-                  static_cast<double>(buckets.back().numel * p.element_size()) + bytes <= cap * 1024 * 1024;
-      if (!fits) {
-        if (!buckets.empty()) cap = o.bucket_cap_mb;
+      if (!open || buckets.back().dtype != p.dtype()) {
         buckets.emplace_back();
         buckets.back().dtype = p.dtype();
         buckets.back().event.bucket = static_cast<int>(buckets.size() - 1);
+        open = true;
       }
       Bucket& b = buckets.back();
       b.params.push_back(k);
       b.offsets.push_back(b.numel);
       b.numel += p.numel();
       bucket_of[k] = buckets.size() - 1;
+      double cap_mb = buckets.size() == 1 ? o.first_bucket_cap_mb : o.bucket_cap_mb;
+      if (static_cast<double>(b.numel * p.element_size()) >= cap_mb * 1024 * 1024) open = false;
     }
   }
 

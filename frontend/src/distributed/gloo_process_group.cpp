@@ -371,15 +371,13 @@ Work GlooProcessGroup::enqueue(std::string description, CollectiveOptions option
                                std::function<void(uint32_t, Milliseconds)> body) {
   auto state = std::make_shared<Work::State>();
   Milliseconds timeout = options.timeout.value_or(timeout_);
-  uint32_t tag;
-  {
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    tag = static_cast<uint32_t>(next_op_++);
-    // "all_reduce (sum, float32[10])" -> "all_reduce #12 (sum, float32[10])"
-    size_t space = description.find(' ');
-    state->description = description.substr(0, space) + " #" + std::to_string(tag) +
-                         (space == std::string::npos ? "" : description.substr(space));
-  }
+  // Numbered and queued under one lock, so that the queue's order is the numbers' order.
+  std::unique_lock<std::mutex> lock(issue_mutex_);
+  const uint32_t tag = static_cast<uint32_t>(next_op_++);
+  // "all_reduce (sum, float32[10])" -> "all_reduce #12 (sum, float32[10])"
+  size_t space = description.find(' ');
+  state->description = description.substr(0, space) + " #" + std::to_string(tag) +
+                       (space == std::string::npos ? "" : description.substr(space));
   thread_.post([this, state, tag, timeout, body = std::move(body)] {
     {
       std::lock_guard<std::mutex> lock(state->mutex);
@@ -400,7 +398,7 @@ Work GlooProcessGroup::enqueue(std::string description, CollectiveOptions option
     try {
       body(tag, timeout);
       state->finish(nullptr);
-    } catch (const kiln::Error& e) {
+    } catch (const kiln::Error&) {
       broken_ = std::current_exception();
       state->finish(broken_);
     } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet, ...
@@ -408,6 +406,7 @@ Work GlooProcessGroup::enqueue(std::string description, CollectiveOptions option
       state->finish(broken_);
     }
   });
+  lock.unlock();
   Work work(state);
   if (!options.async_op) work.wait();
   return work;
