@@ -65,7 +65,13 @@ int train_as_one_rank(const std::string& checkpoint) {
 int main() {
   std::string checkpoint = (std::filesystem::temp_directory_path() /
                             ("kiln_data_parallel_" + std::to_string(getpid()) + ".safetensors")).string();
-  if (std::getenv("KILN_RANK")) return train_as_one_rank(std::getenv("KILN_CHECKPOINT"));
+  if (std::getenv("KILN_RANK")) {
+    // A rank: of the job below, or of one `kiln launch` started (then the file is temporary).
+    const char* given = std::getenv("KILN_CHECKPOINT");
+    int status = train_as_one_rank(given ? given : checkpoint);
+    if (!given) std::filesystem::remove(checkpoint);
+    return status;
+  }
   // Not a rank yet: start two, as kiln launch does.
   dist::LaunchOptions launch;
   launch.command = {std::filesystem::read_symlink("/proc/self/exe").string()};
