@@ -348,6 +348,20 @@ TEST(SyncBatchNorm, ConvertReplacesEveryBatchNormAndKeepsItsState) {
   EXPECT_NE(message.find("register"), std::string::npos) << message;
 }
 
+// Runs on the fake CUDA driver (ctest's cuda_on_fake_driver) and on a GPU machine.
+TEST(CudaGloo, CudaTensorsAndModelsAreRefusedNamingTheFix) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true});
+  auto group = new_group("gloo", 0, 1, store, 5s);
+  Tensor t = ones({4}).to(kCUDA);
+  EXPECT_THAT([&] { group->all_reduce(t); },
+              testing::ThrowsMessage<Error>(testing::AllOf(HasSubstr("cuda:0"), HasSubstr(".to(kiln::kCPU)"))));
+  auto model = std::make_shared<nn::Linear>(2, 2);
+  model->to(kCUDA);
+  EXPECT_THAT([&] { DistributedDataParallel ddp(model, {.group = group.get()}); },
+              testing::ThrowsMessage<Error>(HasSubstr("keep the model on the CPU")));
+}
+
 TEST(Collectives, DefaultGroupAccessorsWithoutInit) {
   EXPECT_FALSE(is_initialized());
   EXPECT_EQ(rank(), 0);

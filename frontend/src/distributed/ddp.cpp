@@ -290,7 +290,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (const auto& [name, t] : named)
     KILN_CHECK(t.device().is_cpu() || group_->backend() != "gloo", "DistributedDataParallel: parameter '", name,
                "' is on ", t.device().str(), " but the process group's backend is gloo, which moves CPU tensors. "
-               "Fix: keep the model on the CPU, or use the nccl backend for CUDA models.");
+               "Fix: keep the model on the CPU (an nccl backend for CUDA tensors is not built yet).");
   int instance = ddp_instances++;
   if (group_->size() > 1) {
     check_same_parameters(*group_, named, instance);

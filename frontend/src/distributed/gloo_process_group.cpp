@@ -182,8 +182,8 @@ void set_input_bytes(Options& o, void* ptr, size_t elements, size_t itemsize) {
 void check_tensor(const Tensor& t, const char* op, const char* what) {
   KILN_CHECK(t.defined(), "kiln::distributed::", op, ": ", what, " is undefined. Fix: pass a tensor.");
   KILN_CHECK(t.device().is_cpu(), "kiln::distributed::", op, ": ", what, " is on ", t.device().str(),
-             " but the gloo backend moves CPU tensors. Fix: .to(kiln::kCPU) first, or use the nccl backend "
-             "for CUDA tensors.");
+             " but the gloo backend moves CPU tensors. Fix: .to(kiln::kCPU) first (an nccl backend "
+             "for CUDA tensors is not built yet).");
   KILN_CHECK(t.is_contiguous(), "kiln::distributed::", op, ": ", what, " (", t.type_str(), ") is not contiguous; "
              "collectives read and write it as one block. Fix: pass t.contiguous() (and copy the result back).");
 }
