@@ -237,12 +237,42 @@ TEST(Collectives, ATimeoutNamesTheOperationAndBreaksTheGroup) {
       auto start = std::chrono::steady_clock::now();
       EXPECT_THAT([&] { g.all_reduce(t, ReduceOp::Sum, {.timeout = 300ms}); },
                   testing::ThrowsMessage<Error>(testing::AllOf(HasSubstr("all_reduce #"), HasSubstr("rank 0 of 2"),
-                                                               HasSubstr("within 300 ms"))));
+                                                               HasSubstr("within 300 ms"),
+                                                               HasSubstr("rank 1 is not inside any collective"))));
       EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
       // Later collectives fail at once with the first error.
       EXPECT_THAT([&] { g.barrier(); }, testing::ThrowsMessage<Error>(HasSubstr("broke earlier")));
     } else {
       std::this_thread::sleep_for(1500ms);  // never calls the all_reduce
+    }
+  });
+}
+
+TEST(Collectives, DifferentCollectivesOnTheRanksAreNamedAtTheTimeout) {
+  std::atomic<int> failed{0};
+  run_ranks(2, [&](ProcessGroup& g) {
+    Tensor t = ones({10});
+    std::string message;
+    try {
+      if (g.rank() == 0) {
+        g.all_reduce(t, ReduceOp::Sum, {.timeout = 600ms});
+      } else {
+        g.barrier({.timeout = 600ms});
+      }
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    // Keep this rank's connections open until the other rank has timed out too (closing them
+    // would fail its collective as a closed connection instead).
+    ++failed;
+    while (failed < 2) std::this_thread::sleep_for(5ms);
+    // The first to time out sees the other waiting; the other may see it fail first (a timeout
+    // closes the connections).
+    if (g.rank() == 0) {
+      EXPECT_THAT(message, testing::AnyOf(HasSubstr("rank 1 waits in barrier #"), HasSubstr("rank 1 failed in barrier #")));
+    } else {
+      EXPECT_THAT(message, testing::AnyOf(HasSubstr("rank 0 waits in all_reduce #"),
+                                          HasSubstr("rank 0 failed in all_reduce #")));
     }
   });
 }

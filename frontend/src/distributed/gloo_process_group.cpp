@@ -26,6 +26,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "distributed/stall_watch.h"
 #include "distributed/work.h"
 #include "kiln/error.h"
 #include "kiln/half.h"
@@ -223,6 +224,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::mutex issue_mutex_;
   // Written only on the communication thread.
   std::exception_ptr broken_;
+  std::unique_ptr<StallWatch> stall_watch_;
   // Last: its destructor runs what is queued while the members above still exist.
   CommThread thread_;
 };
@@ -309,6 +311,7 @@ GlooProcessGroup::GlooProcessGroup(const GlooOptions& o)
   // returns before every peer finished); the first barrier makes init return together.
   barrier({}).wait();
   learn_peer_ports();
+  stall_watch_ = std::make_unique<StallWatch>(*store_, prefix_, rank_, size_);
 }
 
 // Gloo's errors name the peer by "[ip]:port": its listening port, or the port of a connection
@@ -354,13 +357,18 @@ std::string GlooProcessGroup::explain_failure(const std::string& description, co
   bool timed_out = gloo_message.find("imed out") != std::string::npos ||
                    gloo_message.find("imeout") != std::string::npos;
   if (timed_out) {
-    os << "nothing arrived from " << (peer.empty() ? "a peer" : peer) << " within " << timeout.count()
-       << " ms. A rank is stuck, slower than the timeout, or the ranks called different collectives "
+    os << "nothing arrived from " << (peer.empty() ? "a peer" : peer) << " within " << timeout.count() << " ms";
+    std::string peers = stall_watch_ ? stall_watch_->where_are_peers(description) : "";
+    if (!peers.empty()) os << " (" << peers << ")";
+    os << ". A rank is stuck, slower than the timeout, or the ranks called different collectives "
           "(or in a different order). Fix: look at the other ranks' output; make every rank issue the same "
           "collectives in the same order; raise the timeout if a rank legitimately works longer.";
   } else {
-    os << (peer.empty() ? "a peer" : peer)
-       << " closed its connection: that process probably exited or was killed (its own output says why). "
+    os << (peer.empty() ? "a peer" : peer) << " closed its connection";
+    // A peer whose own collective failed (a timeout) closes its connections too.
+    std::string peers = stall_watch_ ? stall_watch_->where_are_peers(description) : "";
+    if (peers.find("failed") != std::string::npos) os << " (" << peers << ")";
+    os << ": that process exited, was killed, or gave up on a collective (its own output says why). "
           "Fix: look at that rank's output; kiln launch ends the other ranks when one fails.";
   }
   os << " [gloo: " << gloo_message << "]";
@@ -395,13 +403,17 @@ Work GlooProcessGroup::enqueue(std::string description, CollectiveOptions option
           "cannot be used again. The first failure: " + first)));
       return;
     }
+    if (stall_watch_) stall_watch_->started(state->description, timeout);
     try {
       body(tag, timeout);
+      if (stall_watch_) stall_watch_->finished();
       state->finish(nullptr);
     } catch (const kiln::Error&) {
+      if (stall_watch_) stall_watch_->failed();
       broken_ = std::current_exception();
       state->finish(broken_);
     } catch (const std::exception& e) {  // gloo::Exception, gloo::EnforceNotMet, ...
+      if (stall_watch_) stall_watch_->failed();
       broken_ = std::make_exception_ptr(kiln::Error(explain_failure(state->description, e.what(), timeout)));
       state->finish(broken_);
     }
