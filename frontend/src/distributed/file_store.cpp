@@ -31,6 +31,7 @@ namespace kiln::distributed {
 namespace {
 
 using posix::errno_text;
+using posix::Backoff;
 using posix::Fd;
 using posix::parse_int;
 using posix::quoted;
@@ -142,21 +143,6 @@ void write_file(const std::string& folder, const std::string& path, const std::s
   if (::rename(temp.c_str(), path.c_str()) != 0) fail(errno, "renaming the temporary file");
 }
 
-// Sleeps that start short (a key written a moment later is seen at once) and grow to 50 ms,
-// so that many waiting ranks do not hammer a shared file system.
-class Backoff {
- public:
-  void sleep_until_next(Clock::time_point deadline) {
-    const auto now = Clock::now();
-    if (now >= deadline) return;
-    std::this_thread::sleep_for(std::min<Clock::duration>(step_, deadline - now));
-    step_ = std::min(step_ * 2, Milliseconds(50));
-  }
-
- private:
-  Milliseconds step_{1};
-};
-
 }  // namespace
 
 FileStore::FileStore(std::string folder) {
@@ -188,7 +174,7 @@ void FileStore::set(const std::string& key, const std::string& value) {
 std::string FileStore::get(const std::string& key, Milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   const std::string path = path_of(key);
-  Backoff backoff;
+  Backoff backoff(Milliseconds(1));
   for (;;) {
     if (std::optional<std::string> value = read_file(path, key)) return std::move(*value);
     if (Clock::now() >= deadline) break;
@@ -205,7 +191,7 @@ std::vector<std::string> FileStore::wait(const std::vector<std::string>& keys,
                                          Milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   std::vector<std::string> missing = keys;
-  Backoff backoff;
+  Backoff backoff(Milliseconds(1));
   for (;;) {
     std::erase_if(missing, [&](const std::string& k) { return check(k); });
     if (missing.empty() || Clock::now() >= deadline) return missing;

@@ -1,16 +1,19 @@
-// Small POSIX helpers the stores and the launcher share: an owned file descriptor, errno as
-// text, strict integer parsing and keys quoted for messages.
+// Small helpers the stores and the launcher share: an owned file descriptor, errno as text,
+// strict integer parsing, keys quoted for messages, and the stores' polling backoff.
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace kiln::distributed::posix {
@@ -77,5 +80,22 @@ inline std::string quoted(const std::string& key) {
   if (key.size() > 200) out += "...";
   return out + "\"";
 }
+
+// Sleeps that start short (a key written a moment later is seen at once) and double up to
+// 50 ms, so that many waiting ranks do not flood a store's server or file system.
+class Backoff {
+ public:
+  explicit Backoff(std::chrono::milliseconds first) : step_(first) {}
+  // Sleeps for the next interval, never past `deadline`.
+  void sleep_until_next(std::chrono::steady_clock::time_point deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(step_, deadline - now));
+    step_ = std::min(step_ * 2, std::chrono::milliseconds(50));
+  }
+
+ private:
+  std::chrono::milliseconds step_;
+};
 
 }  // namespace kiln::distributed::posix

@@ -38,6 +38,7 @@ namespace kiln::distributed {
 namespace {
 
 using posix::errno_text;
+using posix::Backoff;
 using posix::Fd;
 using posix::parse_int;
 using posix::quoted;
@@ -404,22 +405,6 @@ Fd try_connect(const addrinfo* a, Milliseconds budget, std::string& error) {
   return fd;
 }
 
-// Sleeps that start short (a key set a moment later is seen at once) and grow, so that many
-// waiting ranks do not flood the server.
-class Backoff {
- public:
-  // Sleeps for the next interval, never past `deadline`.
-  void sleep_until_next(Clock::time_point deadline) {
-    const auto now = Clock::now();
-    if (now >= deadline) return;
-    std::this_thread::sleep_for(std::min<Clock::duration>(step_, deadline - now));
-    step_ = std::min(step_ * 2, Milliseconds(50));
-  }
-
- private:
-  Milliseconds step_{2};
-};
-
 }  // namespace
 
 struct TcpStore::Impl {
@@ -436,7 +421,7 @@ struct TcpStore::Impl {
   void connect(Milliseconds timeout) {
     const auto start = Clock::now();
     const auto deadline = start + timeout;
-    Backoff backoff;
+    Backoff backoff(Milliseconds(2));
     std::string last_error;
     int attempts = 0;
     for (;;) {
@@ -569,7 +554,7 @@ void TcpStore::set(const std::string& key, const std::string& value) {
 std::string TcpStore::get(const std::string& key, Milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   const std::string doing = "getting key " + quoted(key);
-  Backoff backoff;
+  Backoff backoff(Milliseconds(2));
   std::string value;
   for (;;) {
     if (impl_->lookup(kGet, key, &value, doing)) return value;
@@ -587,7 +572,7 @@ std::vector<std::string> TcpStore::wait(const std::vector<std::string>& keys,
                                         Milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   std::vector<std::string> missing = keys;
-  Backoff backoff;
+  Backoff backoff(Milliseconds(2));
   for (;;) {
     std::erase_if(missing, [&](const std::string& k) {
       return impl_->lookup(kCheck, k, nullptr, "waiting for key " + quoted(k));
