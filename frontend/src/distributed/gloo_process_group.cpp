@@ -28,6 +28,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "distributed/rendezvous.h"
 #include "distributed/stall_watch.h"
 #include "distributed/work.h"
 #include "kiln/error.h"
@@ -185,8 +186,8 @@ void set_input_bytes(Options& o, void* ptr, size_t elements, size_t itemsize) {
 void check_tensor(const Tensor& t, const char* op, const char* what) {
   KILN_CHECK(t.defined(), "kiln::distributed::", op, ": ", what, " is undefined. Fix: pass a tensor.");
   KILN_CHECK(t.device().is_cpu(), "kiln::distributed::", op, ": ", what, " is on ", t.device().str(),
-             " but the gloo backend moves CPU tensors. Fix: .to(kiln::kCPU) first (an nccl backend "
-             "for CUDA tensors is not built yet).");
+             " but the gloo backend moves CPU tensors. Fix: .to(kiln::kCPU) first, or use an nccl "
+             "group for CUDA tensors.");
   KILN_CHECK(t.is_contiguous(), "kiln::distributed::", op, ": ", what, " (", t.type_str(), ") is not contiguous; "
              "collectives read and write it as one block. Fix: pass t.contiguous() (and copy the result back).");
 }
@@ -275,29 +276,11 @@ std::set<int> established_tcp_ports() {
   return ports;
 }
 
-std::string ranks_list(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  return os.str();
-}
-
 GlooProcessGroup::GlooProcessGroup(const GlooOptions& o)
     : ProcessGroup(o.rank, o.world_size, o.timeout), store_(o.store), prefix_(o.prefix) {
   ignore_sigpipe();
   // 1. Everyone announces itself and waits for the others, so a missing rank is named.
-  store_->set(prefix_ + "/joined/" + std::to_string(rank_), "1");
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_; ++r) keys.push_back(prefix_ + "/joined/" + std::to_string(r));
-  std::vector<std::string> missing = store_->wait(keys, timeout_);
-  if (!missing.empty()) {
-    std::vector<int> absent;
-    for (const auto& k : missing) absent.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
-    KILN_FAIL("kiln::distributed::init: rank ", rank_, " of ", size_, " waited ", timeout_.count(), " ms in ",
-              store_->describe(), " but rank", absent.size() > 1 ? "s " : " ", ranks_list(absent),
-              absent.size() > 1 ? " never joined" : " never joined",
-              ". Fix: start every rank (kiln launch --nproc ", size_, " ...), check that KILN_WORLD_SIZE and "
-              "KILN_RANK are right on each, or raise the timeout if ranks start slowly.");
-  }
+  wait_for_every_rank(*store_, prefix_, rank_, size_, timeout_);
 
   // 2. The TCP full mesh.
   gloo::transport::tcp::attr attr;
