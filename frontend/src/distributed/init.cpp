@@ -84,8 +84,17 @@ ProcessGroup& require_group(const char* what) {
 
 std::unique_ptr<ProcessGroup> new_group(const std::string& backend, int rank, int world_size,
                                         std::shared_ptr<Store> store, Milliseconds timeout, const std::string& prefix) {
-  KILN_CHECK(backend == "gloo", "kiln::distributed: unknown backend '", backend, "'. Fix: use \"gloo\" (CPU tensors); "
-             "the nccl backend for CUDA tensors is not built into this kiln yet.");
+  KILN_CHECK(backend == "gloo" || backend == "nccl", "kiln::distributed: unknown backend '", backend, "'. Fix: use "
+             "\"gloo\" (CPU tensors) or \"nccl\" (CUDA tensors, one GPU per rank).");
+  if (backend == "nccl") {
+    NcclOptions o;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.store = std::move(store);
+    o.timeout = timeout;
+    o.prefix = prefix;
+    return make_nccl_group(o);
+  }
   GlooOptions o;
   o.rank = rank;
   o.world_size = world_size;

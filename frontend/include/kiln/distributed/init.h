@@ -15,7 +15,8 @@
 namespace kiln::distributed {
 
 struct InitOptions {
-  std::string backend = "gloo";  // "gloo": CPU tensors over TCP
+  // "gloo": CPU tensors over TCP. "nccl": CUDA tensors, one GPU per rank (KILN_LOCAL_RANK's).
+  std::string backend = "gloo";
   int rank = -1;        // -1: KILN_RANK (or RANK)
   int world_size = -1;  // -1: KILN_WORLD_SIZE (or WORLD_SIZE)
   // "env://": rank 0 serves a TcpStore on KILN_MASTER_ADDR:KILN_MASTER_PORT (or MASTER_ADDR,

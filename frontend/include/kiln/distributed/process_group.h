@@ -1,5 +1,5 @@
 // A process group: the ranks of a job and the collectives they run together, over one
-// collective engine (Gloo for CPU tensors; NCCL for CUDA tensors is the next backend).
+// collective engine: Gloo for CPU tensors, NCCL for CUDA tensors.
 //
 // Every collective is issued in the same order on every rank and runs on the group's
 // communication thread, so a call returns a Work handle at once when asked to
@@ -9,10 +9,15 @@
 //   ...                     // more backward
 //   work.wait();            // grad now holds the sum over ranks
 //
-// Tensors are reduced in place, must be contiguous and on the CPU, and keep their dtype
-// (bool, int32, int64, float16, bfloat16, float32, float64). A failure (a peer died, a
-// timeout) surfaces as a kiln::Error from wait() naming the operation and the peer; after
-// one, the group is broken and every later collective fails at once with the first error.
+// Tensors are reduced in place, must be contiguous and on the group's device (the CPU for
+// gloo, the group's GPU for nccl), and keep their dtype (bool, int32, int64, float16,
+// bfloat16, float32, float64). A failure (a peer died, a timeout) surfaces as a kiln::Error
+// from wait() naming the operation and the peer; after one, the group is broken and every
+// later collective fails at once with the first error.
+//
+// On nccl, a collective is queued on the group's own CUDA stream after the work already
+// queued on the caller's current stream (so inputs written by kernels are ready), and wait()
+// returns once the GPU has run it.
 #pragma once
 
 #include <chrono>
@@ -112,5 +117,22 @@ struct GlooOptions {
 // Meets the other ranks through the store (every rank waits up to the timeout; ranks that
 // did not come are named), connects a full mesh over TCP and returns the group.
 std::unique_ptr<ProcessGroup> make_gloo_group(const GlooOptions& options);
+
+struct NcclOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::shared_ptr<Store> store;
+  // Deadline of the rendezvous and of every collective (per call in CollectiveOptions): a
+  // collective still running after it aborts the communicator and fails the group.
+  Milliseconds timeout{std::chrono::minutes(10)};
+  // This rank's GPU; -1: KILN_LOCAL_RANK (or LOCAL_RANK) modulo the number of GPUs.
+  int device = -1;
+  std::string prefix = "default_pg";
+};
+
+// Meets the other ranks through the store (rank 0 publishes NCCL's unique id there) and
+// creates the NCCL communicator on this rank's GPU. NCCL is loaded at run time
+// (kiln/cuda/nccl.h): without it, or without a GPU, this is a kiln::Error saying why.
+std::unique_ptr<ProcessGroup> make_nccl_group(const NcclOptions& options);
 
 }  // namespace kiln::distributed
