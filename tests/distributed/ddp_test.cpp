@@ -17,6 +17,8 @@
 #include <map>
 #include <thread>
 
+#include "cuda/requirements.h"
+#include "kiln/cuda/nccl.h"
 #include "kiln/distributed.h"
 #include "kiln/kiln.h"
 #include "kiln/models.h"
@@ -41,7 +43,7 @@ void report(const std::string& line) {
 int64_t bits_checksum(nn::Module& m) {
   uint64_t h = 1469598103934665603ull;
   for (const Tensor& p : m.parameters()) {
-    Tensor c = p.contiguous();
+    Tensor c = p.contiguous().to(kCPU);
     auto* bytes = static_cast<const unsigned char*>(c.raw_data());
     for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
   }
@@ -49,10 +51,11 @@ int64_t bits_checksum(nn::Module& m) {
 }
 
 void expect_identical_across_ranks(nn::Module& m, int step) {
-  Tensor mine = tensor({bits_checksum(m)}, kInt64);
-  Tensor all = zeros({world_size()}, kInt64);
+  const Device device = m.parameters().front().device();  // the group's: nccl's on the GPU
+  Tensor mine = tensor({bits_checksum(m)}, kInt64).to(device);
+  Tensor all = zeros({world_size()}, TensorOptions(kInt64).with_device(device));
   all_gather_into_tensor(all, mine);
-  std::vector<int64_t> sums = all.to_vector<int64_t>();
+  std::vector<int64_t> sums = all.to(kCPU).to_vector<int64_t>();
   for (int r = 1; r < world_size(); ++r)
     ASSERT_EQ(sums[r], sums[0]) << "parameters of rank " << r << " differ from rank 0's after step " << step;
 }
@@ -363,12 +366,39 @@ void scenario_hung_peer() {
   std::_Exit(0);
 }
 
+// On the nccl group (the fake NCCL between processes, tests/cuda/fake_driver): the model, the
+// data and every collective on the GPU.
+void scenario_nccl_mlp() {
+  models::FashionMLPConfig config{.d_in = 48, .d_hidden = 32, .d_out = 10, .dropout = 0.0};
+  manual_seed(100 + rank());
+  auto model = models::build(config);
+  model->to(kCUDA);
+  Data data = make_data({48}, 256);
+  train_against_single_process(model, Data{data.x.to(kCUDA), data.y.to(kCUDA)}, 32, 150, false);
+}
+
+void scenario_nccl_killed_peer() {
+  std::signal(SIGTERM, SIG_IGN);
+  Tensor t = ones({1000}, TensorOptions().with_device(kCUDA));
+  for (int step = 0; step < 1000; ++step) {
+    if (rank() == 1 && step == 5) raise(SIGKILL);
+    try {
+      all_reduce(t);
+      t.fill_(1);
+    } catch (const Error& e) {
+      report(std::string("error at step ") + std::to_string(step) + ": " + e.what());
+      std::_Exit(0);
+    }
+  }
+  report("no error");
+}
+
 const std::map<std::string, std::function<void()>>& scenarios() {
   static const std::map<std::string, std::function<void()>> all = {
       {"mlp", scenario_mlp},           {"bn_cnn", scenario_bn_cnn},         {"no_sync", scenario_no_sync},
       {"unused", scenario_unused},     {"mismatch", scenario_mismatch},     {"overlap", scenario_overlap},
       {"killed", scenario_killed_peer}, {"hung", scenario_hung_peer},     {"compiled", scenario_compiled},
-      {"sync_bn", scenario_sync_bn},
+      {"sync_bn", scenario_sync_bn},   {"nccl_mlp", scenario_nccl_mlp}, {"nccl_killed", scenario_nccl_killed_peer},
   };
   return all;
 }
@@ -387,7 +417,7 @@ TEST(DistributedWorker, Run) {
     }
     return;
   }
-  init();
+  init({.backend = std::string(name).rfind("nccl_", 0) == 0 ? "nccl" : "gloo"});
   scenarios().at(name)();
   destroy();
 }
@@ -498,6 +528,34 @@ TEST(DistributedFaults, ARankThatNeverJoinsIsNamed) {
   JobResult r = run_job("never_joins", 2, 1500);
   EXPECT_EQ(r.launch.exit_code, 0) << r.launch.message;
   EXPECT_THAT(r.reports[0], testing::AllOf(HasSubstr("rank 1 never joined"), HasSubstr("1500 ms")));
+}
+
+// Jobs on the nccl backend: on the fake driver and NCCL (ctest's cuda_on_fake_driver) every
+// process is a rank with "its own GPU"; a GPU machine has one GPU, and NCCL one rank per GPU.
+#define REQUIRE_FAKE_NCCL()                                                                    \
+  do {                                                                                         \
+    if (!cuda::on_fake_driver() || !cuda::nccl::available())                                   \
+      GTEST_SKIP() << "runs on the fake driver and NCCL (ctest cuda_on_fake_driver); one GPU " \
+                      "holds one NCCL rank";                                                   \
+  } while (0)
+
+TEST(CudaNcclJob, FashionMLPOnTheGpuMatchesOneProcessWithTheGlobalBatch) {
+  REQUIRE_FAKE_NCCL();
+  JobResult r = run_job("nccl_mlp", 2, 60000);
+  ASSERT_EQ(r.launch.exit_code, 0) << r.launch.message;
+  EXPECT_THAT(r.reports[0], HasSubstr("max weight difference"));
+  std::cout << "rank 0 measured:\n" << r.reports[0];
+}
+
+TEST(CudaNcclJob, AKilledRankIsNamedToTheSurvivor) {
+  REQUIRE_FAKE_NCCL();
+  auto start = std::chrono::steady_clock::now();
+  JobResult r = run_job("nccl_killed", 2, 10000);
+  EXPECT_NE(r.launch.exit_code, 0);
+  EXPECT_EQ(r.launch.first_failed_rank, 1);
+  EXPECT_THAT(r.reports[0], testing::AllOf(HasSubstr("error at step 5"), HasSubstr("all_reduce"),
+                                           HasSubstr("(nccl, cuda:0)"), HasSubstr("rank 1")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
 }
 
 }  // namespace

@@ -106,6 +106,7 @@ struct DistributedDataParallel::Reducer {
   bool find_unused;
   std::vector<std::string> names;
   std::vector<Tensor> params;
+  Device device = kCPU;  // the parameters' (and so the buckets')
   std::vector<const autograd::Node*> accumulators;
   std::vector<size_t> bucket_of;
   std::vector<Bucket> buckets;
@@ -123,6 +124,7 @@ struct DistributedDataParallel::Reducer {
       if (!t.requires_grad()) continue;
       names.push_back(name);
       params.push_back(t);
+      device = t.device();
     }
     build_buckets(o);
     for (size_t i = 0; i < params.size(); ++i) {
@@ -189,7 +191,7 @@ struct DistributedDataParallel::Reducer {
 
   void launch(Bucket& b) {
     NoGradGuard no_grad;
-    if (!b.flat.defined()) b.flat = zeros({b.numel}, b.dtype);
+    if (!b.flat.defined()) b.flat = zeros({b.numel}, TensorOptions(b.dtype).with_device(device));
     for (size_t j = 0; j < b.params.size(); ++j) {
       const Tensor& p = params[b.params[j]];
       Tensor slot = b.flat.narrow(0, b.offsets[j], p.numel());
@@ -250,13 +252,12 @@ struct DistributedDataParallel::Reducer {
 
   // find_unused: which parameters some rank used (an any-reduction of the local flags).
   std::vector<bool> reduce_used_flags() {
-    Tensor flags = zeros({static_cast<int64_t>(params.size())}, DType::Int32);
-    int32_t* f = flags.data_ptr<int32_t>();
-    for (size_t i = 0; i < params.size(); ++i) f[i] = used_locally[i] ? 1 : 0;
+    std::vector<int32_t> local(params.size());
+    for (size_t i = 0; i < params.size(); ++i) local[i] = used_locally[i] ? 1 : 0;
+    Tensor flags = Tensor::from_vector(local, {static_cast<int64_t>(local.size())}).to(device);
     group.all_reduce(flags, ReduceOp::Max);
-    std::vector<bool> used(params.size());
-    for (size_t i = 0; i < params.size(); ++i) used[i] = f[i] != 0;
-    return used;
+    std::vector<int32_t> any = flags.to_vector<int32_t>();
+    return std::vector<bool>(any.begin(), any.end());
   }
 
   // find_unused: walk the autograd graph from the forward's outputs to the accumulators.
@@ -287,10 +288,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
              options_.first_bucket_cap_mb, ".");
   register_module("module", module_);
   nn::NamedTensors named = module_->named_parameters();
-  for (const auto& [name, t] : named)
+  for (const auto& [name, t] : named) {
     KILN_CHECK(t.device().is_cpu() || group_->backend() != "gloo", "DistributedDataParallel: parameter '", name,
                "' is on ", t.device().str(), " but the process group's backend is gloo, which moves CPU tensors. "
-               "Fix: keep the model on the CPU (an nccl backend for CUDA tensors is not built yet).");
+               "Fix: init({.backend = \"nccl\"}) for a model on the GPU, or keep the model on the CPU.");
+    KILN_CHECK(t.device().is_cuda() || group_->backend() != "nccl", "DistributedDataParallel: parameter '", name,
+               "' is on ", t.device().str(), " but the process group's backend is nccl, which moves CUDA tensors. "
+               "Fix: model->to(kiln::cuda::device(kiln::distributed::local_rank())) before wrapping it, or use "
+               "the gloo backend for a model on the CPU.");
+  }
   int instance = ddp_instances++;
   if (group_->size() > 1) {
     check_same_parameters(*group_, named, instance);
