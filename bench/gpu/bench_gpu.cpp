@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "kiln/cuda/device.h"
+#include "kiln/cuda/nccl.h"
+#include "kiln/distributed.h"
 #include "kiln/cuda/gemm.h"
 #include "kiln/cuda/stream.h"
 #include "kiln/kiln.h"
@@ -265,6 +267,70 @@ void BM_EncoderCompiled(benchmark::State& state) {
   time_on_gpu(state, [&] { encoder.run(x); });
 }
 BENCHMARK(BM_EncoderCompiled)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// ---- The nccl process group on one GPU (one rank: a machine with one GPU holds one) ----
+
+// A one-rank nccl group, made once; null (with the reason) without a GPU or NCCL.
+distributed::ProcessGroup* one_rank_group(benchmark::State& state) {
+  if (!have_gpu(state)) return nullptr;
+  if (!cuda::nccl::available()) {
+    state.SkipWithError(("no NCCL: " + cuda::nccl::unavailable_reason()).c_str());
+    return nullptr;
+  }
+  // Never destroyed: the communicator would outlive the driver in the exit's destructors.
+  static distributed::ProcessGroup* group = [] {
+    auto store = std::make_shared<distributed::TcpStore>(
+        distributed::TcpStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true});
+    return distributed::new_group("nccl", 0, 1, store, std::chrono::seconds(60)).release();
+  }();
+  return group;
+}
+
+// An all-reduce as a caller sees it: issued, then waited for (wall clock per call).
+void nccl_all_reduce(benchmark::State& state, int64_t bytes) {
+  distributed::ProcessGroup* group = one_rank_group(state);
+  if (!group) return;
+  Tensor t = zeros({size(bytes, 4096) / 4}, TensorOptions(kFloat32).with_device(kCUDA));
+  for (int i = 0; i < 10; ++i) group->all_reduce(t);
+  for (auto _ : state) group->all_reduce(t);
+  count_bytes(state, static_cast<double>(t.nbytes()));
+}
+void BM_NcclAllReduce1MiB(benchmark::State& state) { nccl_all_reduce(state, int64_t{1} << 20); }
+void BM_NcclAllReduce64MiB(benchmark::State& state) { nccl_all_reduce(state, int64_t{64} << 20); }
+BENCHMARK(BM_NcclAllReduce1MiB)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NcclAllReduce64MiB)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// A training step of an MLP 784-2048-2048-10 at batch 256 (SGD), plain or under DDP on the
+// one-rank group: the difference is what DDP's buckets, copies and all-reduces cost on a GPU
+// (tests/gpu/torch_peers.py times PyTorch's DDP on NCCL on the same step).
+void mlp_step(benchmark::State& state, bool ddp) {
+  distributed::ProcessGroup* group = one_rank_group(state);
+  if (!group) return;
+  manual_seed(0);
+  const int64_t width = size(2048, 64);
+  auto mlp = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(784, width), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(width, width), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(width, 10));
+  mlp->to(kCUDA);
+  std::shared_ptr<nn::Module> model = mlp;
+  if (ddp) model = std::make_shared<distributed::DistributedDataParallel>(mlp, distributed::DistributedDataParallelOptions{.group = group});
+  optim::SGD opt(mlp->parameters(), {.lr = 0.01});
+  const Tensor x = on_gpu({size(256, 8), 784});
+  const Tensor y = randint(0, 10, {size(256, 8)}).to(kCUDA);
+  auto step = [&] {
+    opt.zero_grad();
+    nn::functional::cross_entropy((*model)(x), y).backward();
+    opt.step();
+    cuda::synchronize();
+  };
+  for (int i = 0; i < 5; ++i) step();
+  for (auto _ : state) step();
+}
+void BM_MlpStepPlain(benchmark::State& state) { mlp_step(state, false); }
+void BM_MlpStepDdp(benchmark::State& state) { mlp_step(state, true); }
+BENCHMARK(BM_MlpStepPlain)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MlpStepDdp)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln

@@ -32,6 +32,13 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcudnn\.so\.9'; then
     export LD_LIBRARY_PATH="$cudnn_dir:$LD_LIBRARY_PATH"
   fi
 fi
+# NCCL for the nccl process group (tests/distributed/nccl_test.cpp, the nccl benchmarks): the
+# one the loader finds, else the one PyTorch's wheels carry.
+if [ -z "${KILN_NCCL:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+  nccl_lib=$(python3 -c 'import glob, nvidia; print(next(iter(sorted(f for p in nvidia.__path__ for f in glob.glob(p + "/**/libnccl.so.2", recursive=True))), ""))' 2>/dev/null || true)
+  [ -n "$nccl_lib" ] && [ -e "$nccl_lib" ] && export KILN_NCCL="$nccl_lib"
+fi
+echo "NCCL: ${KILN_NCCL:-found by the dynamic loader}" >> "$OUT/results.txt"
 # The generated eager kernels' host build (tests/cuda/generated_kernels.h) reads the runtime's
 # headers from this tree.
 export KILN_TEST_RUNTIME_INCLUDE="$PWD/runtime/include"
@@ -45,7 +52,7 @@ timeout 100 gpu-carry/kiln_eager_tests --gtest_filter='Cuda*:Table/CudaOpTable.*
 status=${PIPESTATUS[0]}
 # The tests that skipped, with their reasons.
 skipped=$(grep -cE '^\[  SKIPPED \] [A-Za-z/]+\.[A-Za-z]+[/A-Za-z0-9_]* \(' "$OUT/results.txt")
-echo "skipped tests: $skipped (a GPU machine skips only the op table's factory cases, checked in CudaTensor)" >> "$OUT/results.txt"
+echo "skipped tests: $skipped (a GPU machine skips only the op table's factory cases, checked in CudaTensor, and the nccl groups of more ranks than GPUs)" >> "$OUT/results.txt"
 # The GPU benchmarks (bench/gpu/bench_gpu.cpp: compiled work through kiln_rt on device
 # buffers, eager work through kiln), PyTorch on the same work, and the targets as ratios.
 tar -C "$libs" -xzf gpu-carry/bench-artifacts.tar.gz

@@ -68,11 +68,11 @@ def main():
     def target(what, needs, ratio, bar, higher_is_better=True, unit="x"):
         missing = why_missing(needs)
         if missing:
-            rows.append((what, None, bar, None, missing))
+            rows.append((what, None, bar, None, missing, higher_is_better))
             return
         value = ratio()
         met = value >= bar if higher_is_better else value <= bar
-        rows.append((what, value, bar, met, unit))
+        rows.append((what, value, bar, met, unit, higher_is_better))
 
     target("chain relu(x*a+b)*c-d, 256M float32: compiled / copy bandwidth",
            ["BM_ChainCompiled", "BM_CopyOnDevice"],
@@ -107,13 +107,28 @@ def main():
            ["BM_EncoderCompiled", "torch:encoder_compiled"],
            lambda: t("encoder_compiled", "seconds") / k("BM_EncoderCompiled", "seconds"), 1.0)
 
+    # The nccl group on one GPU (one rank): what a collective costs a caller, and what DDP adds
+    # to a training step, beside PyTorch's DDP on NCCL.
+    target("all-reduce 1 MiB, one-rank nccl group: PyTorch time / kiln's",
+           ["BM_NcclAllReduce1MiB", "torch:nccl_all_reduce_1mib"],
+           lambda: t("nccl_all_reduce_1mib", "seconds") / k("BM_NcclAllReduce1MiB", "seconds"), 0.8)
+    target("all-reduce 64 MiB, one-rank nccl group: PyTorch time / kiln's",
+           ["BM_NcclAllReduce64MiB", "torch:nccl_all_reduce_64mib"],
+           lambda: t("nccl_all_reduce_64mib", "seconds") / k("BM_NcclAllReduce64MiB", "seconds"), 0.8)
+    target("MLP step under DDP / plain step, kiln (one GPU)",
+           ["BM_MlpStepDdp", "BM_MlpStepPlain"],
+           lambda: k("BM_MlpStepDdp", "seconds") / k("BM_MlpStepPlain", "seconds"), 1.15, higher_is_better=False)
+    target("MLP step under DDP: PyTorch DDP time / kiln DDP time (one GPU)",
+           ["BM_MlpStepDdp", "torch:mlp_step_ddp"],
+           lambda: t("mlp_step_ddp", "seconds") / k("BM_MlpStepDdp", "seconds"), 0.8)
+
     met = sum(1 for r in rows if r[3])
     measured = sum(1 for r in rows if r[1] is not None)
-    for what, value, bar, ok, unit in rows:
+    for what, value, bar, ok, unit, higher_is_better in rows:
         if value is None:
             print(f"unmeasured  {what}: {unit}")
         else:
-            sign = ">=" if not unit.strip() == "us" else "<="
+            sign = ">=" if higher_is_better else "<="
             print(f"{'met' if ok else 'MISSED':10}  {what}: {value:.3g}{unit} (target {sign} {bar:g}{unit})")
     print(f"targets met: {met} of {len(rows)} ({measured} measured)")
 

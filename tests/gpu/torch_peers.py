@@ -67,6 +67,39 @@ class ResidualMLP(nn.Module):
         return self.head(x)
 
 
+def ddp_figures(record, dev):
+    """The nccl figures of bench_gpu.cpp: all-reduces on a one-rank NCCL group, and a training
+    step of an MLP 784-2048-2048-10 at batch 256 (SGD), plain and under DistributedDataParallel."""
+    import tempfile
+
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    store = dist.FileStore(tempfile.mktemp(prefix="kiln_torch_peers_"), 1)
+    dist.init_process_group("nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    try:
+        for name, numel in (("nccl_all_reduce_1mib", 1 << 18), ("nccl_all_reduce_64mib", 1 << 24)):
+            t = torch.zeros(numel, device=dev)
+            record(name, wall_seconds(lambda: dist.all_reduce(t), iters=100, warmup=10),
+                   bytes_per_second=None)
+        torch.manual_seed(0)
+        x = torch.randn(256, 784, device=dev)
+        y = torch.randint(0, 10, (256,), device=dev)
+        for name, wrap in (("mlp_step_plain", False), ("mlp_step_ddp", True)):
+            mlp = nn.Sequential(nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                                nn.Linear(2048, 10)).to(dev)
+            model = DistributedDataParallel(mlp) if wrap else mlp
+            opt = torch.optim.SGD(mlp.parameters(), lr=0.01)
+
+            def step():
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            record(name, wall_seconds(step, iters=100, warmup=10))
+    finally:
+        dist.destroy_process_group()
+
+
 def main():
     out_path = sys.argv[1]
     results = {}
@@ -77,6 +110,7 @@ def main():
     # Written after every figure, so a run cut short by device_check.sh's time limit keeps
     # what it measured.
     def record(name, seconds, **extra):
+        extra = {k: v for k, v in extra.items() if v is not None}
         results[name] = {"seconds": seconds, **extra}
         detail = "".join(f", {k} {v:.4g}" for k, v in extra.items())
         print(f"{name}: {seconds * 1e6:.1f} us{detail}", flush=True)
@@ -84,6 +118,11 @@ def main():
             json.dump({"gpu": gpu, "torch": torch.__version__, "results": results}, f, indent=1)
 
     print(f"PyTorch {torch.__version__} on {gpu}", flush=True)
+    # First, while the time limit is far: NCCL (the distributed issue's comparison).
+    try:
+        ddp_figures(record, dev)
+    except Exception as e:  # no NCCL in this PyTorch: the targets say unmeasured
+        print(f"nccl figures: {e}", flush=True)
     with torch.no_grad():
         # Memory-bound work: a copy, the elementwise chain, the row kernels.
         x = torch.randn(262144, 1024, device=dev)
