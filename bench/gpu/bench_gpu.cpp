@@ -43,11 +43,23 @@ bool have_gpu(benchmark::State& state) {
   return false;
 }
 
+// Runs `work` once, untimed; a kiln::Error skips the benchmark with its message instead of
+// ending the program, so that one broken benchmark leaves the others their figures.
+bool first_call_works(benchmark::State& state, const std::function<void()>& work) {
+  try {
+    work();
+    return true;
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return false;
+  }
+}
+
 // Times `work` by events on the current stream: the GPU's time only. One untimed call first
 // loads kernels, captures CUDA graphs and fills the allocator's cache.
 void time_on_gpu(benchmark::State& state, const std::function<void()>& work) {
   const cuda::Stream stream = cuda::current_stream();
-  work();
+  if (!first_call_works(state, work)) return;
   work();
   cuda::synchronize();
   for (auto _ : state) {
@@ -211,6 +223,7 @@ void residual_mlp_batch1(benchmark::State& state, bool graphs) {
   if (!have_gpu(state) || !mlp.ready(state)) return;
   const Tensor x = on_gpu({1, 1, 28, 28});
   const cuda::Stream stream = cuda::current_stream();
+  if (!first_call_works(state, [&] { mlp.run(x); })) return;
   for (int i = 0; i < 20; ++i) mlp.run(x);
   stream.synchronize();
   for (auto _ : state) {
@@ -278,11 +291,18 @@ distributed::ProcessGroup* one_rank_group(benchmark::State& state) {
     return nullptr;
   }
   // Never destroyed: the communicator would outlive the driver in the exit's destructors.
-  static distributed::ProcessGroup* group = [] {
-    auto store = std::make_shared<distributed::TcpStore>(
-        distributed::TcpStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true});
-    return distributed::new_group("nccl", 0, 1, store, std::chrono::seconds(60)).release();
+  static std::string failure;
+  static distributed::ProcessGroup* group = []() -> distributed::ProcessGroup* {
+    try {
+      auto store = std::make_shared<distributed::TcpStore>(
+          distributed::TcpStoreOptions{.host = "127.0.0.1", .port = 0, .is_server = true});
+      return distributed::new_group("nccl", 0, 1, store, std::chrono::seconds(60)).release();
+    } catch (const std::exception& e) {
+      failure = e.what();
+      return nullptr;
+    }
   }();
+  if (!group) state.SkipWithError(failure.c_str());
   return group;
 }
 
@@ -291,6 +311,7 @@ void nccl_all_reduce(benchmark::State& state, int64_t bytes) {
   distributed::ProcessGroup* group = one_rank_group(state);
   if (!group) return;
   Tensor t = zeros({size(bytes, 4096) / 4}, TensorOptions(kFloat32).with_device(kCUDA));
+  if (!first_call_works(state, [&] { group->all_reduce(t); })) return;
   for (int i = 0; i < 10; ++i) group->all_reduce(t);
   for (auto _ : state) group->all_reduce(t);
   count_bytes(state, static_cast<double>(t.nbytes()));
@@ -324,6 +345,7 @@ void mlp_step(benchmark::State& state, bool ddp) {
     opt.step();
     cuda::synchronize();
   };
+  if (!first_call_works(state, step)) return;
   for (int i = 0; i < 5; ++i) step();
   for (auto _ : state) step();
 }
