@@ -5,8 +5,9 @@
 # model trains and evaluates on the "GPU" with the CPU's results, the checkpoint evaluates
 # alike on either device, a missing GPU or a bad --device fails with the reason, and the
 # checkpoint exports as a GPU artifact without a GPU.
-# Usage: cuda.sh KILN FAKE_DRIVER FAKE_NVRTC FAKE_CUBLASLT FAKE_CUDNN. Exits 77 (skipped) when
-# Fashion-MNIST is not installed.
+# Data-parallel training with --device cuda runs two ranks on the fake GPU over the fake NCCL.
+# Usage: cuda.sh KILN FAKE_DRIVER FAKE_NVRTC FAKE_CUBLASLT FAKE_CUDNN FAKE_NCCL. Exits 77
+# (skipped) when Fashion-MNIST is not installed.
 set -euo pipefail
 kiln="$1"
 source "$(dirname "$0")/lib.sh"
@@ -14,6 +15,7 @@ on_fake_gpu() {
   KILN_CUDA_DRIVER="$2" KILN_NVRTC="$3" KILN_CUBLASLT="$4" KILN_CUDNN="$5" "$kiln" "${@:6}"
 }
 fakes=("$1" "$2" "$3" "$4" "$5")
+fake_nccl="$6"
 
 # Without a driver, or with a device that is not there, --device fails at once.
 KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused no_driver \
@@ -21,6 +23,8 @@ KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1 refused no_driver \
   train --model fashion_mlp --device cuda
 has "$tmp/no_driver.txt" "Or run on the cpu (--device cpu, the default)." "no driver"
 refused bad_device "kiln train: --device expects cpu, cuda or cuda:N, got 'tpu'." train --model fashion_mlp --device tpu
+refused ddp_one_device "kiln train: --device cuda:0 with --nproc 2: each rank trains on its own GPU, cuda:<its local rank>. Fix: pass --device cuda." \
+  train --model fashion_mlp --nproc 2 --device cuda:0
 set +e
 on_fake_gpu "${fakes[@]}" eval --checkpoint "$tmp/none.safetensors" --device cuda:1 > "$tmp/index.txt" 2>&1; rc=$?
 set -e
@@ -63,6 +67,21 @@ for model in fashion_mlp lazy_cnn; do
     fail "$model: the gpu's checkpoint evaluated on the cpu: $(cat "$tmp/eval_cpu.txt")"
   echo "$model: $on_cpu trained on the cpu, $on_gpu on the fake gpu"
 done
+
+# Data-parallel on GPUs: two ranks, each on "its own" GPU (the fake driver's one), averaging their
+# gradients over the fake NCCL; rank 0 alone prints, and its checkpoint evaluates to what it
+# printed.
+KILN_NCCL="$fake_nccl" on_fake_gpu "${fakes[@]}" train --model fashion_mlp --epochs 1 --max-train 300 \
+  --max-test 200 --batch-size 64 --nproc 2 --device cuda --save "$tmp/ddp_gpu.safetensors" > "$tmp/ddp_gpu.txt" 2>&1 ||
+  fail "train --nproc 2 --device cuda: $(cat "$tmp/ddp_gpu.txt")"
+has "$tmp/ddp_gpu.txt" "[rank 0] training on 300 images, 1 epochs, batch 64 (32 on each of 2 ranks)" "ddp on the gpu"
+has "$tmp/ddp_gpu.txt" "a GPU (nccl) per rank" "ddp on the gpu: the backend"
+if grep -q '^\[rank 1\]' "$tmp/ddp_gpu.txt"; then fail "ddp on the gpu: rank 1 printed: $(cat "$tmp/ddp_gpu.txt")"; fi
+trained="$(grep '^\[rank 0\] test accuracy: ' "$tmp/ddp_gpu.txt" | sed 's/^\[rank 0\] //')" ||
+  fail "ddp on the gpu printed no accuracy: $(cat "$tmp/ddp_gpu.txt")"
+on_fake_gpu "${fakes[@]}" eval --checkpoint "$tmp/ddp_gpu.safetensors" --max-test 200 --device cuda > "$tmp/eval_ddp_gpu.txt"
+has "$tmp/eval_ddp_gpu.txt" "$trained" "ddp on the gpu: its checkpoint evaluates as rank 0 printed"
+echo "fashion_mlp, 2 ranks on the fake gpu: $trained"
 
 # A GPU artifact exports where there is no GPU (unchecked, and saying so); kiln_rt refuses to
 # load it there, naming the reason, and --info describes it and says why it does not run.

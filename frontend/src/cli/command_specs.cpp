@@ -137,7 +137,8 @@ std::vector<CommandSpec> make_specs() {
                     .kind = Kind::Integer,
                     .placeholder = "N",
                     .help = "train data-parallel in N processes on this machine (kiln launch); "
-                            "--batch-size stays the global batch, rank 0 prints and saves",
+                            "--batch-size stays the global batch, rank 0 prints and saves; with "
+                            "--device cuda each rank takes its own GPU (nccl)",
                     .min = 1,
                     .max = 4096}},
        .retired = {training_batch_retired()}},

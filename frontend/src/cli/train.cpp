@@ -5,7 +5,8 @@
 // `--nproc N` trains data-parallel: the command starts itself N times under kiln launch;
 // every rank trains a DistributedDataParallel copy on its DistributedSampler shard with
 // batch-size / N samples per step (so the global batch is --batch-size, as in one process),
-// and rank 0 alone prints progress, evaluates and writes the checkpoint.
+// and rank 0 alone prints progress, evaluates and writes the checkpoint. With --device cuda
+// each rank trains on its own GPU, cuda:<local rank>, and the ranks reduce over NCCL.
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "kiln/cuda/device.h"
 #include "kiln/kiln.h"
 #include "kiln/models/registry.h"
 #include "kiln/models/saved_model.h"
@@ -61,12 +63,18 @@ int run_train(const std::vector<std::string>& raw) {
     KILN_CHECK(global_batch % world == 0, "--batch-size ", global_batch, " is the global batch and must split "
                "evenly over ", world, " ranks. Fix: pass a multiple of ", world, ".");
   };
+  const std::string device_spec = args.str("device", "cpu");
   if (nproc > 1 && !world_env) {
     check_batch_splits(nproc);  // before starting anything
+    KILN_CHECK(device_spec.rfind("cuda:", 0) != 0, "--device ", device_spec, " with --nproc ", nproc, ": each rank "
+               "trains on its own GPU, cuda:<its local rank>. Fix: pass --device cuda.");
     return launch_ranks(raw, nproc);
   }
   const bool data_parallel = world_env && std::atoi(world_env) > 1;
-  if (data_parallel) distributed::init();
+  Device device = device_option(args);
+  if (data_parallel && device.is_cuda())
+    device = cuda::device(static_cast<int16_t>(distributed::local_rank() % cuda::device_count()));
+  if (data_parallel) distributed::init({.backend = device.is_cuda() ? "nccl" : "gloo"});
   const int rank = distributed::rank(), world = distributed::world_size();
   check_batch_splits(world);
   const bool chief = rank == 0;  // prints, evaluates and saves
@@ -82,7 +90,6 @@ int run_train(const std::vector<std::string>& raw) {
   const double lr = args.number("lr", 1e-3);
   const double weight_decay = args.number("weight-decay", 0.0);
 
-  const Device device = device_option(args);
   // A --save path that cannot be written fails now, not after the training it would lose.
   if (args.has("save")) durable::check_writable_file(args.str("save", ""), "--save");
 
@@ -100,7 +107,9 @@ int run_train(const std::vector<std::string>& raw) {
                                 : std::string())
               << ", " << (weight_decay > 0 ? "AdamW" : "Adam") << " lr " << lr << " (cosine decay)"
               << (weight_decay > 0 ? ", weight decay " + std::to_string(weight_decay) : "") << ", "
-              << (device.is_cpu() ? std::to_string(num_threads()) + " threads" : "on " + device.str())
+              << (device.is_cpu()    ? std::to_string(num_threads()) + " threads"
+                  : data_parallel ? "a GPU (nccl)"
+                                  : "on " + device.str())
               << (data_parallel ? " per rank" : "") << "\n";
   std::shared_ptr<nn::Module> trained = model;
   if (data_parallel) trained = std::make_shared<distributed::DistributedDataParallel>(model);
