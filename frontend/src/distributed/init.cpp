@@ -86,21 +86,10 @@ std::unique_ptr<ProcessGroup> new_group(const std::string& backend, int rank, in
                                         std::shared_ptr<Store> store, Milliseconds timeout, const std::string& prefix) {
   KILN_CHECK(backend == "gloo" || backend == "nccl", "kiln::distributed: unknown backend '", backend, "'. Fix: use "
              "\"gloo\" (CPU tensors) or \"nccl\" (CUDA tensors, one GPU per rank).");
-  if (backend == "nccl") {
-    NcclOptions o;
-    o.rank = rank;
-    o.world_size = world_size;
-    o.store = std::move(store);
-    o.timeout = timeout;
-    o.prefix = prefix;
-    return make_nccl_group(o);
-  }
-  GlooOptions o;
-  o.rank = rank;
-  o.world_size = world_size;
-  o.store = std::move(store);
-  o.timeout = timeout;
-  o.prefix = prefix;
+  if (backend == "nccl")
+    return make_nccl_group(
+        {.rank = rank, .world_size = world_size, .store = std::move(store), .timeout = timeout, .prefix = prefix});
+  GlooOptions o{.rank = rank, .world_size = world_size, .store = std::move(store), .timeout = timeout, .prefix = prefix};
   o.interface = env_first({"KILN_GLOO_INTERFACE", "GLOO_SOCKET_IFNAME"});
   if (o.interface.empty() && on_one_machine(world_size)) o.hostname = "127.0.0.1";
   return make_gloo_group(o);
