@@ -71,15 +71,17 @@ Tensor SyncBatchNorm::forward(const Tensor& input) {
   std::vector<int64_t> stat_shape(static_cast<size_t>(input.dim()), 1);
   stat_shape[1] = C;
   for (int64_t d = 2; d < input.dim(); ++d) reduce_dims.push_back(d);
-  // One all-reduce of [sum, sum of squares, count] over every rank's slice.
+  // Two all-reduces, both differentiable: [sum, count] gives the global mean, then the sum of
+  // squared deviations from it gives the variance. A two-pass variance stays exact for data
+  // with a large mean, where E[x²] - E[x]² in one pass cancels catastrophically.
   Tensor count = full({1}, static_cast<double>(input.numel() / C), input.dtype());
-  Tensor totals = all_reduce_with_grad(cat({sum(input, reduce_dims), sum(input * input, reduce_dims), count}, 0),
-                                       *group);
-  const double n = totals.narrow(0, 2 * C, 1).detach().item<double>();
+  Tensor totals = all_reduce_with_grad(cat({sum(input, reduce_dims), count}, 0), *group);
+  const double n = totals.narrow(0, C, 1).detach().item<double>();
   KILN_CHECK(n > 1 || !is_training(), "[SyncBatchNorm] expected more than 1 value per channel over all ranks in "
              "training, got ", n, " (", input.type_str(), " on this rank). Fix: use a larger batch.");
   Tensor mean = totals.narrow(0, 0, C) / n;
-  Tensor var = totals.narrow(0, C, C) / n - mean * mean;  // biased, as normalization uses
+  Tensor centered = input - mean.reshape(stat_shape);
+  Tensor var = all_reduce_with_grad(sum(centered * centered, reduce_dims), *group) / n;  // biased, as normalization uses
   if (is_training() && options.track_running_stats) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(1);
@@ -88,7 +90,7 @@ Tensor SyncBatchNorm::forward(const Tensor& input) {
     running_mean.mul_(1 - factor).add_(mean.detach() * factor);
     running_var.mul_(1 - factor).add_(var.detach() * (n / (n - 1)) * factor);  // unbiased, as PyTorch keeps
   }
-  Tensor y = (input - mean.reshape(stat_shape)) * rsqrt(var + options.eps).reshape(stat_shape);
+  Tensor y = centered * rsqrt(var + options.eps).reshape(stat_shape);
   if (options.affine) y = y * weight.reshape(stat_shape) + bias.reshape(stat_shape);
   return y;
 }

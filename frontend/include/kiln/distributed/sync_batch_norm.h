@@ -6,9 +6,9 @@
 //   model = kiln::distributed::convert_sync_batchnorm(model);   // every BatchNorm, in place
 //   kiln::distributed::DistributedDataParallel ddp(model);
 //
-// In training, each forward all-reduces the per-channel sum, sum of squares and count (one
-// collective); backward flows through that all-reduce (its gradient is the all-reduced
-// gradient). Evaluation, and a group of one rank, is plain BatchNorm. The parameters and
+// In training, each forward all-reduces the per-channel sum and count, then the sum of squared
+// deviations from the global mean (a two-pass variance, exact for data with a large mean);
+// backward flows through both all-reduces (the gradient of one is the all-reduced gradient). Evaluation, and a group of one rank, is plain BatchNorm. The parameters and
 // buffers keep BatchNorm's names, so checkpoints move between the two.
 #pragma once
 
