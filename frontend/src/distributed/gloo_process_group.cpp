@@ -223,7 +223,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::map<int, int> rank_of_port_;  // a peer's TCP port -> its rank
-  std::vector<int> peer_pid_;        // by rank: the process id of a peer on this machine, else 0
+  PeerProcesses peers_;              // the ranks on this machine, to name one whose process is gone
   uint64_t next_op_ = 0;  // issue order (caller's thread)
   std::mutex issue_mutex_;
   // Written only on the communication thread.
@@ -232,16 +232,6 @@ class GlooProcessGroup final : public ProcessGroup {
   // Last: its destructor runs what is queued while the members above still exist.
   CommThread thread_;
 };
-
-// Whether process `pid` (on this machine) still runs: a zombie, waiting for its parent (kiln
-// launch keeps exited ranks until the job ends), has ended.
-bool process_alive(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  size_t paren = line.rfind(')');  // the command name may hold spaces and parentheses
-  return paren == std::string::npos || paren + 2 >= line.size() || (line[paren + 2] != 'Z' && line[paren + 2] != 'X');
-}
 
 // The port of "[host]:port" (what Gloo's addresses print), or -1.
 int port_in(const std::string& address) {
@@ -324,18 +314,8 @@ void GlooProcessGroup::learn_peer_ports() {
   std::string list;
   for (int port : mine) list += std::to_string(port) + ",";
   store_->set(prefix_ + "/ports/" + std::to_string(rank_), list);
-  // Also "host pid": a peer on this machine can then be checked for being alive.
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  store_->set(prefix_ + "/pid/" + std::to_string(rank_), std::string(host) + " " + std::to_string(getpid()));
-  peer_pid_.assign(static_cast<size_t>(size_), 0);
-  for (int r = 0; r < size_; ++r) {
-    std::istringstream entry(store_->get(prefix_ + "/pid/" + std::to_string(r), timeout_));
-    std::string peer_host;
-    int pid = 0;
-    entry >> peer_host >> pid;
-    if (r != rank_ && peer_host == host && pid != getpid()) peer_pid_[r] = pid;
-  }
+  // Also the ranks' processes: a peer on this machine can then be checked for being alive.
+  peers_ = PeerProcesses(*store_, prefix_, rank_, size_, timeout_);
   std::map<int, int> claims;  // port -> rank, or -1 when several ranks claim it
   for (int r = 0; r < size_; ++r) {
     std::istringstream ports(store_->get(prefix_ + "/ports/" + std::to_string(r), timeout_));
@@ -355,12 +335,7 @@ std::string GlooProcessGroup::peer_named_in(const std::string& message) const {
     if (found != rank_of_port_.end()) return "rank " + std::to_string(found->second);
   }
   // The port is not one a peer published: name the peers on this machine whose process is gone.
-  std::string gone;
-  for (int r = 0; r < static_cast<int>(peer_pid_.size()); ++r) {
-    if (r == rank_ || peer_pid_[r] <= 0 || process_alive(peer_pid_[r])) continue;
-    gone += std::string(gone.empty() ? "rank " : ", rank ") + std::to_string(r);
-  }
-  return gone;
+  return peers_.gone();
 }
 
 std::string GlooProcessGroup::explain_failure(const std::string& description, const std::string& gloo_message,

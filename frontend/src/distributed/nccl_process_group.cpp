@@ -120,6 +120,8 @@ class NcclProcessGroup final : public ProcessGroup {
   // the others a note that the group broke. Called with mutex_ held.
   void break_group(const InFlight* culprit, const std::string& message);
   std::string nccl_failure(const std::string& description, nccl::Result result) const;
+  // "; the process of rank 1 has ended" when a peer on this machine is gone, else "".
+  std::string ended_peers() const;
 
   const nccl::Api& api_;
   int device_;
@@ -137,6 +139,7 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string broken_;                 // the first failure; empty while healthy
   bool aborted_ = false;
   bool stopping_ = false;
+  PeerProcesses peers_;
   std::unique_ptr<StallWatch> stall_watch_;
   std::thread watchdog_;
 };
@@ -155,6 +158,7 @@ NcclProcessGroup::NcclProcessGroup(const NcclOptions& o)
       prefix_(o.prefix) {
   nccl::bind_device(device_);
   wait_for_every_rank(*store_, prefix_, rank_, size_, timeout_);
+  peers_ = PeerProcesses(*store_, prefix_, rank_, size_, timeout_);
 
   // Rank 0's unique id, through the store, names the communicator every rank joins.
   nccl::UniqueId id{};
@@ -233,12 +237,20 @@ void NcclProcessGroup::check_tensor(const Tensor& t, const char* op, const std::
              "collectives read and write it as one block. Fix: pass t.contiguous() (and copy the result back).");
 }
 
+std::string NcclProcessGroup::ended_peers() const {
+  std::string gone = peers_.gone();
+  if (gone.empty()) return "";
+  const bool several = gone.find(',') != std::string::npos;
+  return std::string("; the process") + (several ? "es of " : " of ") + gone + (several ? " have" : " has") + " ended";
+}
+
 std::string NcclProcessGroup::nccl_failure(const std::string& description, nccl::Result result) const {
   std::ostringstream os;
   os << "kiln::distributed: " << description << " failed on rank " << rank_ << " of " << size_ << " (nccl, cuda:"
      << device_ << "): " << nccl::result_name(result);
   const char* last = api_.ncclGetLastError(comm_);
   if (last && *last) os << " (" << last << ")";
+  os << ended_peers();
   std::string peers = stall_watch_ ? stall_watch_->where_are_peers(description) : "";
   if (!peers.empty()) os << " [" << peers << "]";
   os << ". A peer exited or failed, or the ranks called different collectives. Fix: look at the other ranks' "
@@ -361,6 +373,7 @@ void NcclProcessGroup::watch() {
          << size_ << " (nccl, cuda:" << device_ << ") within " << head->timeout.count() << " ms";
       std::string peers = stall_watch_->where_are_peers(head->state->description);
       if (!peers.empty()) os << " (" << peers << ")";
+      os << ended_peers();
       os << ". A rank is stuck, slower than the timeout, or the ranks called different collectives (or in a "
             "different order); the communicator was aborted. Fix: look at the other ranks' output; make every rank "
             "issue the same collectives in the same order; raise the timeout if a rank legitimately works longer.";
