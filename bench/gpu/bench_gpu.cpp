@@ -335,7 +335,10 @@ void mlp_step(benchmark::State& state, bool ddp) {
       std::make_shared<nn::Linear>(width, 10));
   mlp->to(kCUDA);
   std::shared_ptr<nn::Module> model = mlp;
-  if (ddp) model = std::make_shared<distributed::DistributedDataParallel>(mlp, distributed::DistributedDataParallelOptions{.group = group});
+  if (ddp) {
+    model = std::make_shared<distributed::DistributedDataParallel>(
+        mlp, distributed::DistributedDataParallelOptions{.group = group});
+  }
   optim::SGD opt(mlp->parameters(), {.lr = 0.01});
   const Tensor x = on_gpu({size(256, 8), 784});
   const Tensor y = randint(0, 10, {size(256, 8)}).to(kCUDA);

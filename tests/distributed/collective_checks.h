@@ -19,7 +19,8 @@
 
 namespace kiln::distributed::testing_support {
 
-// Runs fn(group) on `world` threads, each with its own group of `backend`; rethrows the first failure, naming its rank.
+// Runs fn(group) on `world` threads, each with its own group of `backend`; rethrows the first
+// failure, naming its rank.
 inline void run_ranks(const std::string& backend, int world, const std::function<void(ProcessGroup&)>& fn,
                       Milliseconds timeout = std::chrono::seconds(20)) {
   static std::atomic<int> job{0};
@@ -47,8 +48,8 @@ inline void run_ranks(const std::string& backend, int world, const std::function
     }
 }
 
-inline const std::vector<DType> kAllDTypes = {DType::Bool,     DType::Int32,   DType::Int64,  DType::Float16,
-                                       DType::BFloat16, DType::Float32, DType::Float64};
+inline const std::vector<DType> kAllDTypes = {DType::Bool,     DType::Int32,   DType::Int64, DType::Float16,
+                                              DType::BFloat16, DType::Float32, DType::Float64};
 inline const std::vector<int64_t> kSizes = {1, 7, 1000, 1001, 70001};
 
 // Small integers, exact in every dtype: rank r, element i.
@@ -102,7 +103,8 @@ inline void check_all_reduce_every_op_dtype_and_size(const std::string& backend,
                                                                          : 1e-14;
           for (int64_t i = 0; i < n; ++i) {
             double want = reduce_reference(dtype, op, world, i);
-            if (dtype == DType::BFloat16 || dtype == DType::Float16) want = Tensor::from_vector(std::vector<double>{want}, {1}).to(dtype).to(DType::Float64).item<double>();
+            if (dtype == DType::BFloat16 || dtype == DType::Float16)  // the reference, rounded alike
+              want = Tensor::from_vector(std::vector<double>{want}, {1}).to(dtype).to(DType::Float64).item<double>();
             ASSERT_NEAR(got[i], want, tolerance * std::max(1.0, std::abs(want)))
                 << dtype_name(dtype) << " " << reduce_op_name(op) << " n=" << n << " i=" << i << " rank " << g.rank();
           }

@@ -363,7 +363,8 @@ void NcclProcessGroup::watch() {
       }
       nccl::Result async = nccl::kSuccess;
       api_.ncclCommGetAsyncError(comm_, &async);
-      if (async != nccl::kSuccess && async != nccl::kInProgress) failure = nccl_failure(head->state->description, async);
+      if (async != nccl::kSuccess && async != nccl::kInProgress)
+        failure = nccl_failure(head->state->description, async);
     } catch (const std::exception& e) {  // the driver failed the event: an earlier kernel faulted
       failure = "kiln::distributed: " + head->state->description + " failed: " + e.what();
     }
