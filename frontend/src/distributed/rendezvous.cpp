@@ -1,4 +1,4 @@
-// Every rank announced before a group connects (rendezvous.h).
+// The store-side steps every process group shares (rendezvous.h): the join, and the peers' processes.
 #include "distributed/rendezvous.h"
 
 #include <unistd.h>
